@@ -1,0 +1,33 @@
+# Decides whether the NCCL backend is built (VITKD_WITH_NCCL = AUTO | ON | OFF)
+# and provides the imported target vitkd::nccl (NCCL + CUDA runtime).
+set(VITKD_HAVE_NCCL FALSE)
+string(TOUPPER "${VITKD_WITH_NCCL}" _nccl_mode)
+if(NOT _nccl_mode MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "VITKD_WITH_NCCL must be AUTO, ON or OFF, not '${VITKD_WITH_NCCL}'")
+endif()
+if(_nccl_mode STREQUAL "OFF")
+  return()
+endif()
+
+find_package(CUDAToolkit QUIET)
+find_path(VITKD_NCCL_INCLUDE_DIR nccl.h
+  HINTS ${NCCL_ROOT}/include $ENV{NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS}
+        /usr/local/cuda/include)
+find_library(VITKD_NCCL_LIBRARY nccl
+  HINTS ${NCCL_ROOT}/lib $ENV{NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR}
+        /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib)
+
+if(CUDAToolkit_FOUND AND VITKD_NCCL_INCLUDE_DIR AND VITKD_NCCL_LIBRARY)
+  set(VITKD_HAVE_NCCL TRUE)
+  add_library(vitkd::nccl INTERFACE IMPORTED)
+  set_target_properties(vitkd::nccl PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${VITKD_NCCL_INCLUDE_DIR}"
+    INTERFACE_LINK_LIBRARIES "${VITKD_NCCL_LIBRARY};CUDA::cudart")
+  message(STATUS "NCCL backend: enabled (${VITKD_NCCL_LIBRARY}, CUDA ${CUDAToolkit_VERSION})")
+elseif(_nccl_mode STREQUAL "ON")
+  message(FATAL_ERROR "VITKD_WITH_NCCL=ON but CUDA (${CUDAToolkit_FOUND}) or NCCL "
+    "(nccl.h: ${VITKD_NCCL_INCLUDE_DIR}, libnccl: ${VITKD_NCCL_LIBRARY}) was not found. "
+    "Set CUDAToolkit_ROOT and NCCL_ROOT, or use -DVITKD_WITH_NCCL=OFF.")
+else()
+  message(STATUS "NCCL backend: disabled (CUDA or NCCL not found)")
+endif()

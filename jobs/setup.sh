@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package vitkd needs to build, test and run.
+# Idempotent: packages already present are skipped by apt. Run as root
+# (or with sudo available). Used by the README's two commands and .ci/run.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  libopenmpi-dev openmpi-bin
+  libhdf5-openmpi-dev hdf5-tools
+  libtorch-dev libopenblas0-openmp
+  libtrilinos-kokkos-dev
+  libtomlplusplus-dev
+  libgtest-dev googletest
+  zlib1g-dev
+  dataset-fashion-mnist
+  python3 python3-numpy python3-h5py python3-matplotlib python3-torch
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PKGS[@]} packages already installed"
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${#missing[@]} packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,267 @@
+#include "config/config.hpp"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "util/error.hpp"
+
+namespace vitkd {
+namespace {
+
+template <class T> const char* type_name();
+template <> const char* type_name<std::string>() { return "string"; }
+template <> const char* type_name<int64_t>() { return "integer"; }
+template <> const char* type_name<double>() { return "float"; }
+template <> const char* type_name<bool>() { return "bool"; }
+
+std::string to_toml(const std::string& v) {
+  std::ostringstream o;
+  o << toml::value<std::string>(v);
+  return o.str();
+}
+std::string to_toml(int64_t v) { return std::to_string(v); }
+std::string to_toml(bool v) { return v ? "true" : "false"; }
+std::string to_toml(double v) {
+  std::ostringstream o;
+  o.precision(17);
+  o << v;
+  std::string s = o.str();
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+// Reads one node into `out`; returns false on a type mismatch.
+bool read_node(const toml::node& n, std::string& out) {
+  if (auto v = n.value_exact<std::string>()) { out = *v; return true; }
+  return false;
+}
+bool read_node(const toml::node& n, int64_t& out) {
+  if (auto v = n.value_exact<int64_t>()) { out = *v; return true; }
+  return false;
+}
+bool read_node(const toml::node& n, double& out) {
+  if (auto v = n.value_exact<double>()) { out = *v; return true; }
+  if (auto v = n.value_exact<int64_t>()) { out = double(*v); return true; }  // 1 means 1.0
+  return false;
+}
+bool read_node(const toml::node& n, bool& out) {
+  if (auto v = n.value_exact<bool>()) { out = *v; return true; }
+  return false;
+}
+
+// Calls f(section, key, field) for every field of the table.
+template <class C, class F> void visit(C& cfg, F&& f) {
+#define VITKD_CFG_VISIT(section, key, type, def, help) f(#section, #key, cfg.section##_##key);
+  VITKD_CONFIG_TABLE(VITKD_CFG_VISIT)
+#undef VITKD_CFG_VISIT
+}
+
+std::vector<std::string> all_names() {
+  std::vector<std::string> names;
+  for (const auto& k : config_keys()) names.push_back(k.name);
+  return names;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& cands) {
+  std::string n = nearest(word, cands);
+  return n.empty() ? std::string() : " (did you mean '" + n + "'?)";
+}
+
+}  // namespace
+
+const std::vector<ConfigKeyInfo>& config_keys() {
+  static const std::vector<ConfigKeyInfo> keys = [] {
+    std::vector<ConfigKeyInfo> k;
+    Config d;
+    std::vector<std::string> helps;
+#define VITKD_CFG_HELP(section, key, type, def, help) helps.push_back(help);
+    VITKD_CONFIG_TABLE(VITKD_CFG_HELP)
+#undef VITKD_CFG_HELP
+    size_t i = 0;
+    visit(d, [&](const char* s, const char* key, auto& field) {
+      using T = std::decay_t<decltype(field)>;
+      k.push_back({std::string(s) + "." + key, type_name<T>(), to_toml(field), helps[i++]});
+    });
+    return k;
+  }();
+  return keys;
+}
+
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  auto dist = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      cur[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j)
+        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+      std::swap(prev, cur);
+    }
+    return prev[b.size()];
+  };
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& c : candidates) {
+    // Compare against the full name and against the key part alone, so that
+    // "optim.learning_rate" and "lr" both find "optim.lr".
+    size_t d = dist(word, c);
+    auto dot = c.find('.');
+    if (dot != std::string::npos && word.find('.') == std::string::npos)
+      d = std::min(d, dist(word, c.substr(dot + 1)));
+    if (d < best_d) { best_d = d; best = c; }
+  }
+  // Only suggest something plausibly related.
+  if (best_d > std::max<size_t>(3, word.size() / 2)) return "";
+  return best;
+}
+
+Config parse_config(const std::string& toml_text, const std::string& origin,
+                    const std::vector<std::string>& overrides) {
+  toml::table tbl;
+  try {
+    tbl = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    throw UserError(origin + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) +
+                    ": invalid TOML: " + std::string(e.description()) +
+                    "; fix the syntax (see inputs/*.toml for examples)");
+  }
+
+  // Apply overrides into the table first, so that one code path checks them.
+  for (const auto& ov : overrides) {
+    auto eq = ov.find('=');
+    auto dot = ov.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+      throw UserError("--set '" + ov + "': expected section.key=value, e.g. --set optim.lr=5e-4");
+    std::string section = ov.substr(0, dot), key = ov.substr(dot + 1, eq - dot - 1);
+    std::string value = ov.substr(eq + 1);
+    toml::table parsed;
+    try {
+      parsed = toml::parse("v = " + value);
+    } catch (const toml::parse_error&) {
+      parsed = toml::table{{"v", value}};  // a bare word is a string
+    }
+    if (!tbl.contains(section)) tbl.insert(section, toml::table{});
+    auto* sec = tbl[section].as_table();
+    if (!sec)
+      throw UserError("--set '" + ov + "': '" + section + "' is not a section" +
+                      did_you_mean(section + "." + key, all_names()));
+    sec->insert_or_assign(key, *parsed["v"].node());
+  }
+
+  // Unknown sections and keys are fatal.
+  const auto names = all_names();
+  std::set<std::string> known(names.begin(), names.end());
+  for (auto& [sk, sv] : tbl) {
+    std::string section(sk.str());
+    auto* sec = sv.as_table();
+    if (!sec)
+      throw UserError(origin + ": top-level key '" + section +
+                      "' must be a [section]" + did_you_mean(section, names));
+    for (auto& [kk, kv] : *sec) {
+      std::string full = section + "." + std::string(kk.str());
+      if (!known.count(full))
+        throw UserError(origin + ": unknown configuration key '" + full + "'" +
+                        did_you_mean(full, names) + "; run `vitkd keys` for the list");
+    }
+  }
+
+  Config cfg;
+  visit(cfg, [&](const char* s, const char* k, auto& field) {
+    const toml::node* n = tbl.at_path(std::string(s) + "." + k).node();
+    if (!n) return;
+    using T = std::decay_t<decltype(field)>;
+    if (!read_node(*n, field)) {
+      std::ostringstream got;
+      got << n->type();
+      throw UserError(origin + ": key '" + std::string(s) + "." + k + "' must be a " +
+                      type_name<T>() + ", got a " + got.str() + "; e.g. " + std::string(s) +
+                      "." + k + " = " + to_toml(field));
+    }
+  });
+  validate_config(cfg, origin);
+  return cfg;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in)
+    throw UserError("cannot read configuration file '" + path +
+                    "'; check the path (examples are in inputs/)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path, overrides);
+}
+
+void validate_config(const Config& c, const std::string& origin) {
+  auto bad = [&](const std::string& key, const std::string& what) {
+    throw UserError(origin + ": invalid value for '" + key + "': " + what);
+  };
+  auto one_of = [&](const std::string& key, const std::string& v,
+                    std::initializer_list<const char*> ok) {
+    std::vector<std::string> opts(ok.begin(), ok.end());
+    if (std::find(opts.begin(), opts.end(), v) != opts.end()) return;
+    std::string list;
+    for (auto& o : opts) list += (list.empty() ? "\"" : ", \"") + o + "\"";
+    bad(key, "\"" + v + "\" is not one of " + list + did_you_mean(v, opts));
+  };
+  one_of("run.mode", c.run_mode, {"teacher", "distill"});
+  one_of("distill.kind", c.distill_kind, {"soft", "hard"});
+  one_of("precision.compute", c.precision_compute, {"bf16", "fp32"});
+  if (c.run_out_dir.empty()) bad("run.out_dir", "must not be empty");
+  if (c.data_batch_size < 1) bad("data.batch_size", "must be at least 1, got " + std::to_string(c.data_batch_size));
+  if (c.data_crop_pad < 0) bad("data.crop_pad", "must be >= 0");
+  if (c.data_prefetch < 1) bad("data.prefetch", "must be at least 1");
+  if (c.model_image_size < 1) bad("model.image_size", "must be at least 1");
+  if (c.model_channels < 1) bad("model.channels", "must be at least 1");
+  if (c.model_patch < 1) bad("model.patch", "must be at least 1");
+  if (c.model_image_size % c.model_patch != 0)
+    bad("model.patch", "patch " + std::to_string(c.model_patch) + " does not divide image_size " +
+                           std::to_string(c.model_image_size) + "; choose a divisor of the image size");
+  if (c.model_dim < 1) bad("model.dim", "must be at least 1");
+  if (c.model_depth < 1) bad("model.depth", "must be at least 1, got " + std::to_string(c.model_depth));
+  if (c.model_heads < 1) bad("model.heads", "must be at least 1");
+  if (c.model_dim % c.model_heads != 0)
+    bad("model.heads", std::to_string(c.model_heads) + " heads do not divide dim " +
+                           std::to_string(c.model_dim) + "; choose heads so that dim % heads == 0");
+  if (!(c.model_mlp_ratio > 0)) bad("model.mlp_ratio", "must be > 0");
+  if (c.model_classes < 2) bad("model.classes", "must be at least 2");
+  if (c.run_mode == "distill" && c.teacher_checkpoint.empty())
+    bad("teacher.checkpoint", "run.mode = \"distill\" needs a teacher; set teacher.checkpoint to a vitkd checkpoint.h5");
+  if (!(c.distill_temperature > 0)) bad("distill.temperature", "must be > 0");
+  if (!(c.distill_alpha >= 0 && c.distill_alpha <= 1)) bad("distill.alpha", "must be in [0, 1]");
+  if (c.train_epochs < 1) bad("train.epochs", "must be at least 1");
+  if (c.train_max_steps < 0) bad("train.max_steps", "must be >= 0 (0 = no limit)");
+  if (c.train_eval_every_epochs < 0) bad("train.eval_every_epochs", "must be >= 0");
+  if (c.train_log_every_steps < 1) bad("train.log_every_steps", "must be at least 1");
+  if (c.train_threads < 0) bad("train.threads", "must be >= 0 (0 = automatic)");
+  if (!(c.optim_lr > 0)) bad("optim.lr", "must be > 0");
+  if (!(c.optim_weight_decay >= 0)) bad("optim.weight_decay", "must be >= 0");
+  if (c.optim_warmup_steps < 0) bad("optim.warmup_steps", "must be >= 0");
+  if (!(c.optim_min_lr >= 0 && c.optim_min_lr <= c.optim_lr)) bad("optim.min_lr", "must be in [0, optim.lr]");
+  if (!(c.optim_grad_clip >= 0)) bad("optim.grad_clip", "must be >= 0 (0 = off)");
+  if (!(c.optim_beta1 >= 0 && c.optim_beta1 < 1)) bad("optim.beta1", "must be in [0, 1)");
+  if (!(c.optim_beta2 >= 0 && c.optim_beta2 < 1)) bad("optim.beta2", "must be in [0, 1)");
+  if (!(c.optim_eps > 0)) bad("optim.eps", "must be > 0");
+}
+
+std::string config_to_toml(const Config& cfg) {
+  std::ostringstream out;
+  std::string current;
+  visit(cfg, [&](const char* s, const char* k, const auto& field) {
+    if (current != s) {
+      out << (current.empty() ? "" : "\n") << "[" << s << "]\n";
+      current = s;
+    }
+    out << k << " = " << to_toml(field) << "\n";
+  });
+  return out.str();
+}
+
+}  // namespace vitkd

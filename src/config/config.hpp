@@ -1,0 +1,87 @@
+#pragma once
+// vitkd's configuration: every key, its type, its default and its meaning in
+// one table (VITKD_CONFIG_TABLE). The TOML file, `--set section.key=value`
+// overrides, the start-up echo and the checkpoint copy all go through it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vitkd {
+
+// X(section, key, C++ type, default, help)
+#define VITKD_CONFIG_TABLE(X)                                                              \
+  X(run, mode, std::string, "teacher", "\"teacher\" (cross-entropy) or \"distill\"")       \
+  X(run, out_dir, std::string, "runs/default", "directory for everything the run writes")  \
+  X(run, seed, int64_t, 42, "seed for the data order, augmentation and initialisation")    \
+  X(data, path, std::string, "data/fmnist.h5", "HDF5 dataset made by `vitkd prepare`")     \
+  X(data, batch_size, int64_t, 64, "samples per rank per step")                            \
+  X(data, augment, bool, false, "random crop (pad 2) and horizontal flip")                 \
+  X(data, crop_pad, int64_t, 2, "padding in pixels for the random crop")                   \
+  X(data, flip, bool, true, "random horizontal flip when augment is on")                   \
+  X(data, drop_last, bool, false, "drop the last partial global batch of each epoch")      \
+  X(data, prefetch, int64_t, 4, "batches the prefetch thread may read ahead")              \
+  X(model, image_size, int64_t, 28, "input height and width in pixels")                    \
+  X(model, channels, int64_t, 1, "input channels")                                         \
+  X(model, patch, int64_t, 4, "patch size in pixels; must divide image_size")              \
+  X(model, dim, int64_t, 192, "embedding width")                                           \
+  X(model, depth, int64_t, 6, "number of transformer blocks")                              \
+  X(model, heads, int64_t, 3, "attention heads; must divide dim")                          \
+  X(model, mlp_ratio, double, 4.0, "MLP hidden width / dim")                               \
+  X(model, classes, int64_t, 10, "number of classes")                                      \
+  X(model, dist_token, bool, false, "add DeiT's distillation token and head")               \
+  X(teacher, checkpoint, std::string, "", "vitkd checkpoint of the teacher (distill mode)") \
+  X(distill, kind, std::string, "soft", "\"soft\" (KL) or \"hard\" (teacher argmax)")      \
+  X(distill, temperature, double, 4.0, "softmax temperature tau for the soft loss")        \
+  X(distill, alpha, double, 0.5, "weight of the distillation term in the soft loss")       \
+  X(train, epochs, int64_t, 3, "passes over the training data")                            \
+  X(train, max_steps, int64_t, 0, "stop after this many optimizer steps (0 = no limit)")   \
+  X(train, eval_every_epochs, int64_t, 1, "test top-1 every N epochs (0 = only at the end)") \
+  X(train, log_every_steps, int64_t, 50, "progress line every N steps (rank 0)")           \
+  X(train, threads, int64_t, 0, "compute threads per rank (0 = cores / ranks on the node)") \
+  X(optim, lr, double, 1e-3, "peak learning rate")                                         \
+  X(optim, weight_decay, double, 0.05, "AdamW decoupled weight decay")                     \
+  X(optim, warmup_steps, int64_t, 200, "linear warm-up steps, then cosine decay")          \
+  X(optim, min_lr, double, 1e-5, "learning rate at the end of the cosine decay")           \
+  X(optim, grad_clip, double, 1.0, "clip the global gradient norm (0 = off)")              \
+  X(optim, beta1, double, 0.9, "AdamW beta1")                                              \
+  X(optim, beta2, double, 0.999, "AdamW beta2")                                            \
+  X(optim, eps, double, 1e-8, "AdamW epsilon")                                             \
+  X(precision, compute, std::string, "bf16", "\"bf16\" (autocast matmuls) or \"fp32\"")
+
+#define VITKD_CFG_FIELD(section, key, type, def, help) type section##_##key = def;
+
+/// The whole configuration as typed fields named `<section>_<key>`.
+struct Config {
+  VITKD_CONFIG_TABLE(VITKD_CFG_FIELD)
+};
+#undef VITKD_CFG_FIELD
+
+/// One entry of the table, for help text and suggestions.
+struct ConfigKeyInfo {
+  std::string name;  ///< "section.key"
+  std::string type;  ///< "string" | "integer" | "float" | "bool"
+  std::string def;   ///< default, as TOML
+  std::string help;
+};
+const std::vector<ConfigKeyInfo>& config_keys();
+
+/// Parses TOML text (`origin` names it in errors) and applies `overrides`
+/// ("section.key=value", value in TOML syntax or a bare string). Unknown keys,
+/// wrong types and invalid values throw UserError naming the file and key.
+Config parse_config(const std::string& toml_text, const std::string& origin,
+                    const std::vector<std::string>& overrides = {});
+
+/// Reads the file, then parse_config().
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+/// Checks value ranges and cross-key constraints; throws UserError.
+void validate_config(const Config& cfg, const std::string& origin);
+
+/// The effective configuration as TOML, every key listed (the echo that goes
+/// into the log and the checkpoint; parse_config() of it gives `cfg` back).
+std::string config_to_toml(const Config& cfg);
+
+/// Closest candidate by edit distance (for "did you mean ...?").
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+
+}  // namespace vitkd

@@ -1,0 +1,99 @@
+#include "dist/world.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+
+#include "util/error.hpp"
+
+namespace vitkd {
+namespace {
+World g_world;
+
+void check_launcher_size(const char* var, int size) {
+  const char* v = std::getenv(var);
+  if (!v || !*v) return;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (end == v || n == size) return;
+  throw UserError(std::string("MPI world size is ") + std::to_string(size) + " but " + var + "=" +
+                  v + "; launch with as many MPI ranks as the job's tasks (e.g. srun without -n, "
+                  "or mpirun -n " + v + ")");
+}
+}  // namespace
+
+World init_world(int* argc, char*** argv) {
+  int provided = 0;
+  VK_CHECK(MPI, MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  VK_CHECK(MPI, MPI_Comm_rank(MPI_COMM_WORLD, &g_world.rank));
+  VK_CHECK(MPI, MPI_Comm_size(MPI_COMM_WORLD, &g_world.size));
+  MPI_Comm local;
+  VK_CHECK(MPI, MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_world.rank,
+                                    MPI_INFO_NULL, &local));
+  VK_CHECK(MPI, MPI_Comm_rank(local, &g_world.local_rank));
+  VK_CHECK(MPI, MPI_Comm_size(local, &g_world.local_size));
+  VK_CHECK(MPI, MPI_Comm_free(&local));
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  g_world.host = host;
+  check_launcher_size("SLURM_NTASKS", g_world.size);
+  check_launcher_size("OMPI_COMM_WORLD_SIZE", g_world.size);
+  return g_world;
+}
+
+void finalize_world() {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Finalize();
+}
+
+const World& world() { return g_world; }
+
+void barrier() { VK_CHECK(MPI, MPI_Barrier(MPI_COMM_WORLD)); }
+
+double allreduce_sum(double v) {
+  double out = 0;
+  VK_CHECK(MPI, MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return out;
+}
+int64_t allreduce_sum(int64_t v) {
+  int64_t out = 0;
+  VK_CHECK(MPI, MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+  return out;
+}
+double allreduce_max(double v) {
+  double out = 0;
+  VK_CHECK(MPI, MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return out;
+}
+void allreduce_sum_inplace(float* data, int64_t count) {
+  VK_CHECK(MPI, MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                              MPI_COMM_WORLD));
+}
+void allreduce_sum_inplace(double* data, int64_t count) {
+  VK_CHECK(MPI, MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM,
+                              MPI_COMM_WORLD));
+}
+void broadcast_bytes(void* data, int64_t bytes, int root) {
+  VK_CHECK(MPI, MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
+}
+std::vector<double> allgather(double v) {
+  std::vector<double> out(g_world.size);
+  VK_CHECK(MPI, MPI_Allgather(&v, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD));
+  return out;
+}
+
+void log0(const char* fmt, ...) {
+  if (g_world.rank != 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stdout, fmt, ap);
+  va_end(ap);
+  std::fflush(stdout);
+}
+
+}  // namespace vitkd

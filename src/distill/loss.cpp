@@ -1,0 +1,32 @@
+#include "distill/loss.hpp"
+
+namespace vitkd {
+
+torch::Tensor cross_entropy_per_sample(const torch::Tensor& logits, const torch::Tensor& labels) {
+  auto logp = torch::log_softmax(logits.to(torch::kFloat32), -1);
+  return -logp.gather(1, labels.to(torch::kLong).unsqueeze(1)).squeeze(1);
+}
+
+torch::Tensor kl_per_sample(const torch::Tensor& s, const torch::Tensor& t, double tau) {
+  auto log_ps = torch::log_softmax(s.to(torch::kFloat32) / tau, -1);
+  auto log_pt = torch::log_softmax(t.to(torch::kFloat32) / tau, -1);
+  return (log_pt.exp() * (log_pt - log_ps)).sum(-1);
+}
+
+torch::Tensor teacher_loss_per_sample(const ViTOutput& out, const torch::Tensor& labels) {
+  return cross_entropy_per_sample(out.prediction(), labels);
+}
+
+torch::Tensor distill_loss_per_sample(const ViTOutput& st, const torch::Tensor& teacher_logits,
+                                      const torch::Tensor& labels, const DistillSpec& spec) {
+  const auto& s_kd = st.dist_logits.defined() ? st.dist_logits : st.logits;
+  auto ce = cross_entropy_per_sample(st.logits, labels);
+  if (spec.hard) {
+    auto t_label = teacher_logits.argmax(-1);
+    return 0.5 * ce + 0.5 * cross_entropy_per_sample(s_kd, t_label);
+  }
+  const double a = spec.alpha, tau = spec.temperature;
+  return (1.0 - a) * ce + a * tau * tau * kl_per_sample(s_kd, teacher_logits, tau);
+}
+
+}  // namespace vitkd

@@ -1,0 +1,32 @@
+#pragma once
+// Training losses, per sample ([B] tensors in fp32) so that sifting can rank
+// samples; the trainer takes the mean. Logits are [B, K] (any float dtype).
+//
+//   CE(s, y)       = -log softmax(s)_y
+//   soft(s, t, y)  = (1-a) CE(s_cls, y) + a tau^2 KL(softmax(t/tau) || softmax(s_kd/tau))
+//                    KL summed over classes (per-sample, i.e. "batchmean" after the mean)
+//   hard(s, t, y)  = 1/2 CE(s_cls, y) + 1/2 CE(s_kd, argmax t)           (DeiT)
+// s_kd is the distillation head when the student has a distillation token,
+// else the class head.
+#include <torch/torch.h>
+
+#include "model/vit.hpp"
+
+namespace vitkd {
+
+struct DistillSpec {
+  bool hard = false;         ///< hard (DeiT) instead of soft
+  double temperature = 4.0;  ///< tau
+  double alpha = 0.5;        ///< weight of the teacher term (soft)
+};
+
+torch::Tensor cross_entropy_per_sample(const torch::Tensor& logits, const torch::Tensor& labels);
+torch::Tensor kl_per_sample(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
+                            double temperature);
+/// Teacher-mode loss: CE of the prediction (mean of heads with a dist token).
+torch::Tensor teacher_loss_per_sample(const ViTOutput& out, const torch::Tensor& labels);
+/// Distillation loss; `teacher_logits` [B, K].
+torch::Tensor distill_loss_per_sample(const ViTOutput& student, const torch::Tensor& teacher_logits,
+                                      const torch::Tensor& labels, const DistillSpec& spec);
+
+}  // namespace vitkd

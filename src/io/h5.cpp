@@ -1,0 +1,342 @@
+#include "io/h5.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "util/error.hpp"
+
+namespace vitkd {
+
+std::recursive_mutex& h5_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+void h5_silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+H5Obj& H5Obj::operator=(H5Obj&& o) noexcept {
+  if (this != &o) {
+    close();
+    id_ = o.id_;
+    o.id_ = -1;
+  }
+  return *this;
+}
+
+void H5Obj::close() {
+  if (id_ < 0) return;
+  hid_t id = id_;
+  id_ = -1;
+  switch (H5Iget_type(id)) {
+    case H5I_FILE: VK_CHECK(H5, H5Fclose(id)); break;
+    case H5I_GROUP: VK_CHECK(H5, H5Gclose(id)); break;
+    case H5I_DATASET: VK_CHECK(H5, H5Dclose(id)); break;
+    case H5I_DATASPACE: VK_CHECK(H5, H5Sclose(id)); break;
+    case H5I_DATATYPE: VK_CHECK(H5, H5Tclose(id)); break;
+    case H5I_ATTR: VK_CHECK(H5, H5Aclose(id)); break;
+    case H5I_GENPROP_LST: VK_CHECK(H5, H5Pclose(id)); break;
+    default: break;
+  }
+}
+
+H5Obj h5_open_read(const std::string& path, const std::string& what) {
+  if (access(path.c_str(), R_OK) != 0)
+    throw UserError("cannot read " + what + " '" + path + "': " + std::strerror(errno) +
+                    "; check the path");
+  htri_t is = H5Fis_hdf5(path.c_str());
+  if (is <= 0)
+    throw UserError(what + " '" + path + "' is not a valid HDF5 file (truncated or corrupt?); "
+                    "recreate it");
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0)
+    throw UserError("cannot open " + what + " '" + path + "': " + h5_error_message() +
+                    " (truncated or corrupt?); recreate it");
+  return H5Obj(f);
+}
+
+H5Obj h5_create(const std::string& path) {
+  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (f < 0)
+    throw RuntimeError("cannot create HDF5 file '" + path + "': " + h5_error_message() +
+                       "; check that the directory exists and is writable");
+  return H5Obj(f);
+}
+
+H5Obj h5_create_parallel(const std::string& path) {
+  H5Obj fapl(VK_CHECK(H5, H5Pcreate(H5P_FILE_ACCESS)));
+  VK_CHECK(H5, H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
+  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  if (f < 0)
+    throw RuntimeError("cannot create HDF5 file '" + path + "': " + h5_error_message() +
+                       "; check that the directory exists and is writable");
+  return H5Obj(f);
+}
+
+H5Obj h5_open_parallel(const std::string& path, bool write) {
+  H5Obj fapl(VK_CHECK(H5, H5Pcreate(H5P_FILE_ACCESS)));
+  VK_CHECK(H5, H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
+  hid_t f = H5Fopen(path.c_str(), write ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl);
+  if (f < 0)
+    throw RuntimeError("cannot open HDF5 file '" + path + "': " + h5_error_message());
+  return H5Obj(f);
+}
+
+bool h5_exists(hid_t loc, const std::string& path) {
+  // Check each component so that a missing parent is not an error.
+  std::string partial;
+  std::stringstream ss(path);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) { partial = "/"; continue; }
+    partial += (partial.empty() || partial.back() == '/' ? "" : "/") + part;
+    if (H5Lexists(loc, partial.c_str(), H5P_DEFAULT) <= 0) return false;
+  }
+  return true;
+}
+
+H5Obj h5_group(hid_t file, const std::string& path) {
+  if (h5_exists(file, path)) return H5Obj(VK_CHECK(H5, H5Gopen2(file, path.c_str(), H5P_DEFAULT)));
+  H5Obj lcpl(VK_CHECK(H5, H5Pcreate(H5P_LINK_CREATE)));
+  VK_CHECK(H5, H5Pset_create_intermediate_group(lcpl, 1));
+  return H5Obj(VK_CHECK(H5, H5Gcreate2(file, path.c_str(), lcpl, H5P_DEFAULT, H5P_DEFAULT)));
+}
+
+std::string H5DatasetInfo::describe() const {
+  std::ostringstream o;
+  if (type_class == H5T_INTEGER) o << (is_signed ? "int" : "uint") << type_size * 8;
+  else if (type_class == H5T_FLOAT) o << "float" << type_size * 8;
+  else o << "type-class-" << int(type_class);
+  o << " [";
+  for (size_t i = 0; i < dims.size(); ++i) o << (i ? "," : "") << dims[i];
+  o << "]";
+  return o.str();
+}
+
+H5DatasetInfo h5_dataset_info(hid_t file, const std::string& path) {
+  H5Obj d(VK_CHECK(H5, H5Dopen2(file, path.c_str(), H5P_DEFAULT)));
+  H5Obj s(VK_CHECK(H5, H5Dget_space(d)));
+  H5Obj t(VK_CHECK(H5, H5Dget_type(d)));
+  int nd = VK_CHECK(H5, H5Sget_simple_extent_ndims(s));
+  std::vector<hsize_t> dims(nd);
+  VK_CHECK(H5, H5Sget_simple_extent_dims(s, dims.data(), nullptr));
+  H5DatasetInfo info;
+  info.dims.assign(dims.begin(), dims.end());
+  info.type_class = H5Tget_class(t);
+  info.type_size = H5Tget_size(t);
+  info.is_signed = info.type_class == H5T_INTEGER && H5Tget_sign(t) == H5T_SGN_2;
+  return info;
+}
+
+template <> hid_t h5_type<uint8_t>() { return H5T_NATIVE_UINT8; }
+template <> hid_t h5_type<uint16_t>() { return H5T_NATIVE_UINT16; }
+template <> hid_t h5_type<int32_t>() { return H5T_NATIVE_INT32; }
+template <> hid_t h5_type<int64_t>() { return H5T_NATIVE_INT64; }
+template <> hid_t h5_type<float>() { return H5T_NATIVE_FLOAT; }
+template <> hid_t h5_type<double>() { return H5T_NATIVE_DOUBLE; }
+
+template <class T>
+void h5_write(hid_t loc, const std::string& path, const T* data, const std::vector<int64_t>& dims) {
+  std::vector<hsize_t> hd(dims.begin(), dims.end());
+  H5Obj space(VK_CHECK(H5, H5Screate_simple(static_cast<int>(hd.size()), hd.data(), nullptr)));
+  H5Obj lcpl(VK_CHECK(H5, H5Pcreate(H5P_LINK_CREATE)));
+  VK_CHECK(H5, H5Pset_create_intermediate_group(lcpl, 1));
+  H5Obj d(VK_CHECK(H5, H5Dcreate2(loc, path.c_str(), h5_type<T>(), space, lcpl, H5P_DEFAULT,
+                                  H5P_DEFAULT)));
+  int64_t n = 1;
+  for (auto x : dims) n *= x;
+  if (n > 0) VK_CHECK(H5, H5Dwrite(d, h5_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+  d.close();
+}
+
+template <class T> void h5_read(hid_t loc, const std::string& path, T* out, int64_t count) {
+  H5Obj d(VK_CHECK(H5, H5Dopen2(loc, path.c_str(), H5P_DEFAULT)));
+  H5Obj s(VK_CHECK(H5, H5Dget_space(d)));
+  int64_t n = VK_CHECK(H5, H5Sget_simple_extent_npoints(s));
+  if (n != count)
+    throw UserError("dataset '" + path + "' has " + std::to_string(n) + " elements, expected " +
+                    std::to_string(count));
+  if (n > 0) VK_CHECK(H5, H5Dread(d, h5_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out));
+}
+
+template <class T> void h5_read(hid_t loc, const std::string& path, std::vector<T>& out) {
+  H5Obj d(VK_CHECK(H5, H5Dopen2(loc, path.c_str(), H5P_DEFAULT)));
+  H5Obj s(VK_CHECK(H5, H5Dget_space(d)));
+  int64_t n = VK_CHECK(H5, H5Sget_simple_extent_npoints(s));
+  out.resize(n);
+  if (n > 0) VK_CHECK(H5, H5Dread(d, h5_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()));
+}
+
+template <class T>
+void h5_read_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elems, T* out) {
+  if (rows.empty()) return;
+  H5Obj fspace(VK_CHECK(H5, H5Dget_space(dset)));
+  int nd = VK_CHECK(H5, H5Sget_simple_extent_ndims(fspace));
+  std::vector<hsize_t> dims(nd), start(nd, 0), count(nd);
+  VK_CHECK(H5, H5Sget_simple_extent_dims(fspace, dims.data(), nullptr));
+  for (int i = 1; i < nd; ++i) count[i] = dims[i];
+  bool first = true;
+  for (size_t i = 0; i < rows.size();) {
+    size_t j = i + 1;
+    while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;  // coalesce a run
+    start[0] = static_cast<hsize_t>(rows[i]);
+    count[0] = static_cast<hsize_t>(j - i);
+    VK_CHECK(H5, H5Sselect_hyperslab(fspace, first ? H5S_SELECT_SET : H5S_SELECT_OR,
+                                     start.data(), nullptr, count.data(), nullptr));
+    first = false;
+    i = j;
+  }
+  hsize_t total = static_cast<hsize_t>(rows.size() * row_elems);
+  H5Obj mspace(VK_CHECK(H5, H5Screate_simple(1, &total, nullptr)));
+  VK_CHECK(H5, H5Dread(dset, h5_type<T>(), mspace, fspace, H5P_DEFAULT, out));
+}
+
+#define VITKD_H5_INSTANTIATE(T)                                                            \
+  template void h5_write<T>(hid_t, const std::string&, const T*, const std::vector<int64_t>&); \
+  template void h5_read<T>(hid_t, const std::string&, std::vector<T>&);                    \
+  template void h5_read<T>(hid_t, const std::string&, T*, int64_t);                         \
+  template void h5_read_rows<T>(hid_t, const std::vector<int64_t>&, int64_t, T*);
+VITKD_H5_INSTANTIATE(uint8_t)
+VITKD_H5_INSTANTIATE(uint16_t)
+VITKD_H5_INSTANTIATE(int32_t)
+VITKD_H5_INSTANTIATE(int64_t)
+VITKD_H5_INSTANTIATE(float)
+VITKD_H5_INSTANTIATE(double)
+#undef VITKD_H5_INSTANTIATE
+
+namespace {
+void replace_attr(hid_t loc, const std::string& name) {
+  if (H5Aexists(loc, name.c_str()) > 0) VK_CHECK(H5, H5Adelete(loc, name.c_str()));
+}
+template <class T>
+void write_simple_attr(hid_t loc, const std::string& name, hid_t type, const T* v, hsize_t n) {
+  replace_attr(loc, name);
+  H5Obj space(VK_CHECK(H5, H5Screate_simple(1, &n, nullptr)));
+  H5Obj a(VK_CHECK(H5, H5Acreate2(loc, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT)));
+  VK_CHECK(H5, H5Awrite(a, type, v));
+}
+H5Obj open_attr(hid_t loc, const std::string& name) {
+  if (H5Aexists(loc, name.c_str()) <= 0)
+    throw UserError("missing HDF5 attribute '" + name + "'");
+  return H5Obj(VK_CHECK(H5, H5Aopen(loc, name.c_str(), H5P_DEFAULT)));
+}
+}  // namespace
+
+void h5_attr_write(hid_t loc, const std::string& name, const std::string& value) {
+  replace_attr(loc, name);
+  H5Obj type(VK_CHECK(H5, H5Tcopy(H5T_C_S1)));
+  VK_CHECK(H5, H5Tset_size(type, value.empty() ? 1 : value.size()));
+  VK_CHECK(H5, H5Tset_strpad(type, H5T_STR_NULLPAD));
+  H5Obj space(VK_CHECK(H5, H5Screate(H5S_SCALAR)));
+  H5Obj a(VK_CHECK(H5, H5Acreate2(loc, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT)));
+  std::string v = value.empty() ? std::string(1, '\0') : value;
+  VK_CHECK(H5, H5Awrite(a, type, v.data()));
+}
+void h5_attr_write(hid_t loc, const std::string& name, int64_t value) {
+  replace_attr(loc, name);
+  H5Obj space(VK_CHECK(H5, H5Screate(H5S_SCALAR)));
+  H5Obj a(VK_CHECK(H5, H5Acreate2(loc, name.c_str(), H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT)));
+  VK_CHECK(H5, H5Awrite(a, H5T_NATIVE_INT64, &value));
+}
+void h5_attr_write(hid_t loc, const std::string& name, double value) {
+  replace_attr(loc, name);
+  H5Obj space(VK_CHECK(H5, H5Screate(H5S_SCALAR)));
+  H5Obj a(VK_CHECK(H5, H5Acreate2(loc, name.c_str(), H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT)));
+  VK_CHECK(H5, H5Awrite(a, H5T_NATIVE_DOUBLE, &value));
+}
+void h5_attr_write(hid_t loc, const std::string& name, const std::vector<double>& value) {
+  write_simple_attr(loc, name, H5T_NATIVE_DOUBLE, value.data(), value.size());
+}
+void h5_attr_write(hid_t loc, const std::string& name, const std::vector<std::string>& value) {
+  replace_attr(loc, name);
+  H5Obj type(VK_CHECK(H5, H5Tcopy(H5T_C_S1)));
+  VK_CHECK(H5, H5Tset_size(type, H5T_VARIABLE));
+  hsize_t n = value.size();
+  H5Obj space(VK_CHECK(H5, H5Screate_simple(1, &n, nullptr)));
+  H5Obj a(VK_CHECK(H5, H5Acreate2(loc, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT)));
+  std::vector<const char*> ptrs;
+  for (auto& s : value) ptrs.push_back(s.c_str());
+  VK_CHECK(H5, H5Awrite(a, type, ptrs.data()));
+}
+
+bool h5_attr_exists(hid_t loc, const std::string& name) {
+  return H5Aexists(loc, name.c_str()) > 0;
+}
+
+std::string h5_attr_string(hid_t loc, const std::string& name) {
+  H5Obj a = open_attr(loc, name);
+  H5Obj ftype(VK_CHECK(H5, H5Aget_type(a)));
+  if (H5Tget_class(ftype) != H5T_STRING)
+    throw UserError("HDF5 attribute '" + name + "' is not a string");
+  if (H5Tis_variable_str(ftype) > 0) {
+    H5Obj mtype(VK_CHECK(H5, H5Tcopy(H5T_C_S1)));
+    VK_CHECK(H5, H5Tset_size(mtype, H5T_VARIABLE));
+    char* p = nullptr;
+    VK_CHECK(H5, H5Aread(a, mtype, &p));
+    std::string s = p ? p : "";
+    H5free_memory(p);
+    return s;
+  }
+  size_t n = H5Tget_size(ftype);
+  std::string s(n, '\0');
+  VK_CHECK(H5, H5Aread(a, ftype, s.data()));
+  s.resize(std::strlen(s.c_str()));
+  return s;
+}
+
+int64_t h5_attr_int(hid_t loc, const std::string& name) {
+  H5Obj a = open_attr(loc, name);
+  H5Obj s(VK_CHECK(H5, H5Aget_space(a)));
+  if (H5Sget_simple_extent_npoints(s) != 1)
+    throw UserError("HDF5 attribute '" + name + "' must be a scalar");
+  int64_t v = 0;
+  VK_CHECK(H5, H5Aread(a, H5T_NATIVE_INT64, &v));
+  return v;
+}
+
+double h5_attr_double(hid_t loc, const std::string& name) {
+  H5Obj a = open_attr(loc, name);
+  H5Obj s(VK_CHECK(H5, H5Aget_space(a)));
+  if (H5Sget_simple_extent_npoints(s) != 1)
+    throw UserError("HDF5 attribute '" + name + "' must be a scalar");
+  double v = 0;
+  VK_CHECK(H5, H5Aread(a, H5T_NATIVE_DOUBLE, &v));
+  return v;
+}
+
+std::vector<double> h5_attr_doubles(hid_t loc, const std::string& name) {
+  H5Obj a = open_attr(loc, name);
+  H5Obj s(VK_CHECK(H5, H5Aget_space(a)));
+  std::vector<double> v(VK_CHECK(H5, H5Sget_simple_extent_npoints(s)));
+  if (!v.empty()) VK_CHECK(H5, H5Aread(a, H5T_NATIVE_DOUBLE, v.data()));
+  return v;
+}
+
+std::vector<std::string> h5_attr_strings(hid_t loc, const std::string& name) {
+  H5Obj a = open_attr(loc, name);
+  H5Obj s(VK_CHECK(H5, H5Aget_space(a)));
+  H5Obj ftype(VK_CHECK(H5, H5Aget_type(a)));
+  if (H5Tget_class(ftype) != H5T_STRING || H5Tis_variable_str(ftype) <= 0)
+    throw UserError("HDF5 attribute '" + name + "' must be an array of variable-length strings");
+  size_t n = VK_CHECK(H5, H5Sget_simple_extent_npoints(s));
+  std::vector<char*> ptrs(n, nullptr);
+  H5Obj mtype(VK_CHECK(H5, H5Tcopy(H5T_C_S1)));
+  VK_CHECK(H5, H5Tset_size(mtype, H5T_VARIABLE));
+  if (n) VK_CHECK(H5, H5Aread(a, mtype, ptrs.data()));
+  std::vector<std::string> out;
+  for (auto* p : ptrs) {
+    out.emplace_back(p ? p : "");
+    H5free_memory(p);
+  }
+  return out;
+}
+
+void atomic_replace(const std::string& path, const std::string& tmp_path) {
+  VK_CHECK(FILE, std::rename(tmp_path.c_str(), path.c_str()) == 0);
+}
+
+}  // namespace vitkd

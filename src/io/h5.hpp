@@ -1,0 +1,103 @@
+#pragma once
+// Thin, checked helpers over the HDF5 C API. Every call goes through
+// VK_CHECK(H5, ...); handles close themselves (H5Obj). HDF5 is built without
+// thread safety, so every HDF5 call made while the prefetch thread may be
+// running must hold h5_lock().
+#include <hdf5.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace vitkd {
+
+/// The process-wide lock around HDF5 (the library is not thread-safe).
+std::recursive_mutex& h5_mutex();
+using H5Lock = std::lock_guard<std::recursive_mutex>;
+
+/// Turns off HDF5's automatic error-stack printing; errors are reported
+/// through VK_CHECK / UserError instead. Call once at start-up.
+void h5_silence_errors();
+
+/// Owning HDF5 identifier; closes with H5Oclose/H5Fclose/... as appropriate.
+class H5Obj {
+ public:
+  H5Obj() = default;
+  explicit H5Obj(hid_t id) : id_(id) {}
+  H5Obj(const H5Obj&) = delete;
+  H5Obj& operator=(const H5Obj&) = delete;
+  H5Obj(H5Obj&& o) noexcept : id_(o.id_) { o.id_ = -1; }
+  H5Obj& operator=(H5Obj&& o) noexcept;
+  ~H5Obj() { close(); }
+  hid_t get() const { return id_; }
+  operator hid_t() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  void close();  ///< closes now (checked); safe to call twice
+ private:
+  hid_t id_ = -1;
+};
+
+/// Opens an existing file read-only (POSIX driver, independent per rank).
+/// A missing, unreadable or non-HDF5 file is a UserError naming `what`.
+H5Obj h5_open_read(const std::string& path, const std::string& what);
+/// Creates (truncates) a file with the POSIX driver (one writer).
+H5Obj h5_create(const std::string& path);
+/// Creates (truncates) a file collectively with the MPI-IO driver.
+H5Obj h5_create_parallel(const std::string& path);
+/// Opens a file collectively with the MPI-IO driver (read-only or read-write).
+H5Obj h5_open_parallel(const std::string& path, bool write);
+
+bool h5_exists(hid_t loc, const std::string& path);
+/// Creates intermediate groups as needed.
+H5Obj h5_group(hid_t file, const std::string& path);
+
+/// Shape and element type of a dataset.
+struct H5DatasetInfo {
+  std::vector<int64_t> dims;  ///< extent per axis
+  H5T_class_t type_class;     ///< H5T_INTEGER, H5T_FLOAT, ...
+  size_t type_size;           ///< bytes per element
+  bool is_signed;             ///< for integers
+  std::string describe() const;  ///< e.g. "uint8 [60000,28,28,1]"
+};
+H5DatasetInfo h5_dataset_info(hid_t file, const std::string& path);
+
+/// Memory type for T (uint8, int32, int64, float, double, uint16 for bf16/fp16 bits).
+template <class T> hid_t h5_type();
+
+/// Writes a whole contiguous dataset (creates it).
+template <class T>
+void h5_write(hid_t loc, const std::string& path, const T* data, const std::vector<int64_t>& dims);
+template <class T>
+void h5_write(hid_t loc, const std::string& path, const std::vector<T>& v) {
+  h5_write(loc, path, v.data(), {static_cast<int64_t>(v.size())});
+}
+/// Reads a whole dataset into `out` (resized); checks the element count.
+template <class T> void h5_read(hid_t loc, const std::string& path, std::vector<T>& out);
+template <class T> void h5_read(hid_t loc, const std::string& path, T* out, int64_t count);
+
+/// Reads rows `rows` (sorted ascending) of a dataset whose first axis is the
+/// sample axis, into `out` (rows.size() * row_elems elements, in the order of
+/// `rows`). Consecutive rows are coalesced into one hyperslab each, and the
+/// union is read with a single H5Dread.
+template <class T>
+void h5_read_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elems, T* out);
+
+// Attributes on a file, group or dataset (`loc`).
+void h5_attr_write(hid_t loc, const std::string& name, const std::string& value);
+void h5_attr_write(hid_t loc, const std::string& name, int64_t value);
+void h5_attr_write(hid_t loc, const std::string& name, double value);
+void h5_attr_write(hid_t loc, const std::string& name, const std::vector<double>& value);
+void h5_attr_write(hid_t loc, const std::string& name, const std::vector<std::string>& value);
+bool h5_attr_exists(hid_t loc, const std::string& name);
+std::string h5_attr_string(hid_t loc, const std::string& name);
+int64_t h5_attr_int(hid_t loc, const std::string& name);
+double h5_attr_double(hid_t loc, const std::string& name);
+std::vector<double> h5_attr_doubles(hid_t loc, const std::string& name);
+std::vector<std::string> h5_attr_strings(hid_t loc, const std::string& name);
+
+/// Writes to `path`.tmp, then renames onto `path` (atomic on POSIX).
+/// `write` receives the temporary path.
+void atomic_replace(const std::string& path, const std::string& tmp_path);
+
+}  // namespace vitkd

@@ -1,0 +1,135 @@
+#include "model/vit.hpp"
+
+#include <sstream>
+
+namespace vitkd {
+
+int64_t ModelSpec::parameter_count() const {
+  const int64_t D = dim, M = mlp_hidden(), K = classes, P = channels * patch * patch;
+  int64_t n = P * D + D;                          // patch_embed
+  n += D * (dist_token ? 2 : 1) + tokens() * D;   // tokens + pos_embed
+  n += depth * (2 * D + (3 * D * D + 3 * D) + (D * D + D) + 2 * D + (M * D + M) + (D * M + D));
+  n += 2 * D + K * D + K;                         // norm + head
+  if (dist_token) n += K * D + K;
+  return n;
+}
+
+double ModelSpec::forward_flops() const {
+  const double D = dim, M = mlp_hidden(), T = tokens(), N = num_patches();
+  const double P = channels * patch * patch, K = classes;
+  double f = 2 * N * P * D;                      // patch embedding
+  f += depth * (2 * T * D * 3 * D                // qkv
+                + 2 * 2 * T * T * D              // q k^T and attn v
+                + 2 * T * D * D                  // proj
+                + 2 * 2 * T * D * M);            // fc1 + fc2
+  f += 2 * D * K * (dist_token ? 2 : 1);         // heads
+  return f;
+}
+
+std::string ModelSpec::describe() const {
+  std::ostringstream o;
+  o << "ViT(image " << image_size << "x" << image_size << "x" << channels << ", patch " << patch
+    << ", dim " << dim << ", depth " << depth << ", heads " << heads << ", mlp " << mlp_hidden()
+    << ", classes " << classes << (dist_token ? ", dist token" : "") << "; "
+    << parameter_count() << " parameters)";
+  return o.str();
+}
+
+torch::Tensor ViTOutput::prediction() const {
+  return dist_logits.defined() ? (logits + dist_logits) * 0.5 : logits;
+}
+
+PatchEmbedImpl::PatchEmbedImpl(int64_t channels, int64_t patch_, int64_t dim) : patch(patch_) {
+  proj = register_module("proj", torch::nn::Linear(channels * patch * patch, dim));
+}
+
+torch::Tensor PatchEmbedImpl::forward(const torch::Tensor& x) {
+  const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), p = patch;
+  // [B,C,H/p,p,W/p,p] -> [B,H/p,W/p,C,p,p] -> [B,N,C*p*p]
+  auto patches = x.reshape({B, C, H / p, p, W / p, p})
+                     .permute({0, 2, 4, 1, 3, 5})
+                     .reshape({B, (H / p) * (W / p), C * p * p});
+  return proj(patches);
+}
+
+AttentionImpl::AttentionImpl(int64_t dim, int64_t heads_)
+    : heads(heads_), scale(1.0 / std::sqrt(static_cast<double>(dim / heads_))) {
+  qkv = register_module("qkv", torch::nn::Linear(dim, 3 * dim));
+  proj = register_module("proj", torch::nn::Linear(dim, dim));
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), D = x.size(2), hd = D / heads;
+  auto qkv_ = qkv(x).reshape({B, T, 3, heads, hd}).permute({2, 0, 3, 1, 4});  // [3,B,H,T,hd]
+  auto q = qkv_[0], k = qkv_[1], v = qkv_[2];
+  auto attn = torch::matmul(q * scale, k.transpose(-2, -1)).softmax(-1);     // [B,H,T,T]
+  auto out = torch::matmul(attn, v).transpose(1, 2).reshape({B, T, D});
+  return proj(out);
+}
+
+MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
+  fc1 = register_module("fc1", torch::nn::Linear(dim, hidden));
+  fc2 = register_module("fc2", torch::nn::Linear(hidden, dim));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  return fc2(torch::gelu(fc1(x)));
+}
+
+BlockImpl::BlockImpl(int64_t dim, int64_t heads, int64_t hidden) {
+  norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(1e-6)));
+  attn = register_module("attn", Attention(dim, heads));
+  norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(1e-6)));
+  mlp = register_module("mlp", Mlp(dim, hidden));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
+  auto h = x + attn(norm1(x));
+  return h + mlp(norm2(h));
+}
+
+ViTImpl::ViTImpl(const ModelSpec& s) : spec(s) {
+  const int64_t D = s.dim;
+  patch_embed = register_module("patch_embed", PatchEmbed(s.channels, s.patch, D));
+  cls_token = register_parameter("cls_token", torch::zeros({1, 1, D}));
+  if (s.dist_token) dist_token = register_parameter("dist_token", torch::zeros({1, 1, D}));
+  pos_embed = register_parameter("pos_embed", torch::zeros({1, s.tokens(), D}));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < s.depth; ++i) blocks->push_back(Block(D, s.heads, s.mlp_hidden()));
+  norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D}).eps(1e-6)));
+  head = register_module("head", torch::nn::Linear(D, s.classes));
+  if (s.dist_token) head_dist = register_module("head_dist", torch::nn::Linear(D, s.classes));
+  reset_parameters();
+}
+
+void ViTImpl::reset_parameters() {
+  torch::NoGradGuard ng;
+  auto trunc_normal = [](torch::Tensor& t) {
+    t.normal_(0.0, 0.02).clamp_(-0.04, 0.04);
+  };
+  for (auto& p : named_parameters()) {
+    auto t = p.value();
+    const std::string& n = p.key();
+    const bool is_norm = n.find("norm") != std::string::npos;
+    if (n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0) t.zero_();
+    else if (is_norm) t.fill_(1.0);
+    else trunc_normal(t);
+  }
+}
+
+ViTOutput ViTImpl::forward(const torch::Tensor& images) {
+  const int64_t B = images.size(0);
+  auto x = patch_embed(images);  // [B,N,D]
+  std::vector<torch::Tensor> toks{cls_token.expand({B, -1, -1})};
+  if (spec.dist_token) toks.push_back(dist_token.expand({B, -1, -1}));
+  toks.push_back(x);
+  x = torch::cat(toks, 1) + pos_embed;
+  for (auto& blk : *blocks) x = blk->as<Block>()->forward(x);
+  x = norm(x);
+  ViTOutput out;
+  out.logits = head(x.select(1, 0));
+  if (spec.dist_token) out.dist_logits = head_dist(x.select(1, 1));
+  return out;
+}
+
+}  // namespace vitkd

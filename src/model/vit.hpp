@@ -1,0 +1,98 @@
+#pragma once
+// Vision Transformer (ViT / DeiT) in the LibTorch C++ frontend.
+//
+// Submodules are registered under their member names; the dotted names
+// ("blocks.0.attn.qkv.weight", ...) are the checkpoint keys:
+//   patch_embed.proj.{weight [D, C*p*p], bias [D]}   patches flattened (c, py, px)
+//   cls_token [1,1,D], dist_token [1,1,D] (optional), pos_embed [1, T, D]
+//   blocks.<i>.norm1, .attn.qkv [3D, D], .attn.proj [D, D], .norm2,
+//   blocks.<i>.mlp.fc1 [M, D], .mlp.fc2 [D, M]       (M = round(D * mlp_ratio))
+//   norm, head [K, D], head_dist [K, D] (optional)
+// Token order is [cls, dist, patches] (DeiT); T = 1 (+1) + (S/p)^2.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+namespace vitkd {
+
+/// Architecture of one ViT. Sizes in pixels / features.
+struct ModelSpec {
+  int64_t image_size = 28;  ///< input H = W
+  int64_t channels = 1;     ///< input C
+  int64_t patch = 4;        ///< patch side p; divides image_size
+  int64_t dim = 192;        ///< embedding width D
+  int64_t depth = 6;        ///< transformer blocks
+  int64_t heads = 3;        ///< attention heads; divide D
+  double mlp_ratio = 4.0;   ///< MLP hidden width M = round(D * mlp_ratio)
+  int64_t classes = 10;     ///< K
+  bool dist_token = false;  ///< DeiT distillation token + head
+
+  int64_t num_patches() const { return (image_size / patch) * (image_size / patch); }
+  int64_t tokens() const { return num_patches() + 1 + (dist_token ? 1 : 0); }
+  int64_t mlp_hidden() const { return static_cast<int64_t>(dim * mlp_ratio + 0.5); }
+  /// Parameter count (exact; equals the sum over named_parameters()).
+  int64_t parameter_count() const;
+  /// Forward multiply-add FLOPs per sample (2 per MAC, matmuls only).
+  double forward_flops() const;
+  std::string describe() const;
+};
+
+/// Logits of one forward pass.
+struct ViTOutput {
+  torch::Tensor logits;       ///< [B, K] class-token head
+  torch::Tensor dist_logits;  ///< [B, K] distillation head; undefined without dist_token
+  /// The prediction: the class head, or the mean of both heads (DeiT inference).
+  torch::Tensor prediction() const;
+};
+
+struct PatchEmbedImpl : torch::nn::Module {
+  PatchEmbedImpl(int64_t channels, int64_t patch, int64_t dim);
+  torch::Tensor forward(const torch::Tensor& x);  ///< [B,C,H,W] -> [B,N,D]
+  int64_t patch;
+  torch::nn::Linear proj{nullptr};
+};
+TORCH_MODULE(PatchEmbed);
+
+struct AttentionImpl : torch::nn::Module {
+  AttentionImpl(int64_t dim, int64_t heads);
+  torch::Tensor forward(const torch::Tensor& x);  ///< [B,T,D] -> [B,T,D]
+  int64_t heads;
+  double scale;
+  torch::nn::Linear qkv{nullptr}, proj{nullptr};
+};
+TORCH_MODULE(Attention);
+
+struct MlpImpl : torch::nn::Module {
+  MlpImpl(int64_t dim, int64_t hidden);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+struct BlockImpl : torch::nn::Module {
+  BlockImpl(int64_t dim, int64_t heads, int64_t hidden);
+  torch::Tensor forward(const torch::Tensor& x);  ///< pre-norm residual block
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  Attention attn{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct ViTImpl : torch::nn::Module {
+  explicit ViTImpl(const ModelSpec& spec);
+  ViTOutput forward(const torch::Tensor& images);  ///< images [B,C,H,W] float
+  /// Normal(0, 0.02) weights clipped to +-2 sigma, zero biases, unit norms; deterministic
+  /// given torch's global generator.
+  void reset_parameters();
+
+  ModelSpec spec;
+  PatchEmbed patch_embed{nullptr};
+  torch::Tensor cls_token, dist_token, pos_embed;
+  torch::nn::ModuleList blocks{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+  torch::nn::Linear head{nullptr}, head_dist{nullptr};
+};
+TORCH_MODULE(ViT);
+
+}  // namespace vitkd

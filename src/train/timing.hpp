@@ -1,0 +1,56 @@
+#pragma once
+// Wall-clock time per training phase, per step (seconds, steady clock).
+#include <array>
+#include <chrono>
+#include <cstdint>
+
+namespace vitkd {
+
+enum class Phase : int {
+  DataWait = 0,     ///< waiting for the prefetch queue + normalize/augment kernel
+  TeacherForward,   ///< teacher logits (no grad)
+  SiftForward,      ///< sifting's no-grad selection pass
+  StudentForward,   ///< forward + loss of the trained model
+  Backward,         ///< autograd backward
+  CommWait,         ///< gradient reduce-scatter (time not hidden by backward)
+  Optimizer,        ///< grad norm + AdamW on the shard
+  AllGather,        ///< parameter all-gather
+  Checkpoint,       ///< checkpoint writes
+  Eval,             ///< test-set evaluation
+  Count
+};
+constexpr int kNumPhases = static_cast<int>(Phase::Count);
+constexpr std::array<const char*, kNumPhases> kPhaseNames = {
+    "data_wait", "teacher_forward", "sift_forward", "student_forward", "backward",
+    "comm_wait", "optimizer",       "all_gather",   "checkpoint",      "eval"};
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// Accumulates seconds per phase; `step` holds the current step's times and
+/// `total` the whole run's.
+struct PhaseTimes {
+  std::array<double, kNumPhases> step{};
+  std::array<double, kNumPhases> total{};
+  void add(Phase p, double s) {
+    step[static_cast<int>(p)] += s;
+    total[static_cast<int>(p)] += s;
+  }
+  void next_step() { step.fill(0.0); }
+};
+
+/// Times a scope into one phase.
+class ScopedPhase {
+ public:
+  ScopedPhase(PhaseTimes& t, Phase p) : t_(t), p_(p), t0_(Clock::now()) {}
+  ~ScopedPhase() { t_.add(p_, seconds_since(t0_)); }
+
+ private:
+  PhaseTimes& t_;
+  Phase p_;
+  Clock::time_point t0_;
+};
+
+}  // namespace vitkd

@@ -1,0 +1,95 @@
+#include "util/error.hpp"
+
+#include <hdf5.h>
+#include <mpi.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace vitkd {
+
+namespace {
+int world_rank_or_zero(int* size) {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  *size = 1;
+  if (!init || fin) return 0;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
+  return rank;
+}
+}  // namespace
+
+void die(int code, const std::string& msg, bool print) {
+  int size = 1;
+  const int rank = world_rank_or_zero(&size);
+  if (print) {
+    if (size > 1)
+      std::fprintf(stderr, "vitkd: error [rank %d]: %s\n", rank, msg.c_str());
+    else
+      std::fprintf(stderr, "vitkd: error: %s\n", msg.c_str());
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) {
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    MPI_Finalize();
+  }
+  std::_Exit(code);
+}
+
+void check_failed(const char* lib, const char* expr, const char* file, int line,
+                  const std::string& detail) {
+  char buf[1024];
+  std::snprintf(buf, sizeof buf, "%s:%d: %s call failed: %s: %s", file, line, lib, expr,
+                detail.c_str());
+  die(kExitRuntime, buf);
+}
+
+int check_MPI(int rc, const char* expr, const char* file, int line) {
+  if (rc == MPI_SUCCESS) return rc;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  check_failed("MPI", expr, file, line, std::string(msg, len));
+}
+
+static herr_t walk_innermost(unsigned n, const H5E_error2_t* err, void* data) {
+  auto* out = static_cast<std::string*>(data);
+  if (n == 0 && err && err->desc) {
+    *out = err->desc;
+    if (err->func_name) *out += std::string(" (in ") + err->func_name + ")";
+  }
+  return 0;
+}
+
+std::string h5_error_message() {
+  std::string out;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_innermost, &out);
+  return out.empty() ? std::string("unknown HDF5 error") : out;
+}
+
+long long check_H5(long long rc, const char* expr, const char* file, int line) {
+  if (rc >= 0) return rc;
+  check_failed("HDF5", expr, file, line, h5_error_message());
+}
+
+bool check_FILE(bool ok, const char* expr, const char* file, int line) {
+  if (ok) return ok;
+  check_failed("file", expr, file, line, std::strerror(errno));
+}
+
+int check_ZLIB(int rc, const char* expr, const char* file, int line) {
+  if (rc >= 0) return rc;
+  check_failed("zlib", expr, file, line, zError(rc));
+}
+
+}  // namespace vitkd

@@ -1,0 +1,68 @@
+#pragma once
+// One error path for the whole program.
+//
+//  * VK_CHECK(LIB, call) checks a library call (LIB = MPI, H5, FILE, ZLIB,
+//    CUDA, NCCL). On failure it reports file:line, the call, and the library's
+//    own message, then aborts every rank (MPI_Abort). Internal failures only.
+//  * vitkd::UserError is thrown for mistakes the user can fix (configuration,
+//    data, command line). main() turns it into one line and exit code 2.
+//  * vitkd::die() is the single place that prints and ends the program.
+#include <stdexcept>
+#include <string>
+
+namespace vitkd {
+
+/// Exit codes (documented in the README).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitRuntime = 1,   ///< runtime failure (I/O, library, numerics)
+  kExitUser = 2,      ///< user error: usage, configuration, data
+  kExitPreempted = 75 ///< checkpointed after SIGTERM/SIGUSR1; requeue (EX_TEMPFAIL)
+};
+
+/// A mistake the user can fix. `what()` is the whole one-line message:
+/// what is wrong, where (file, dataset, key) and how to fix it.
+/// `collective` is true when every rank detects the same error at the same
+/// point (configuration, dataset layout); then only rank 0 prints it.
+class UserError : public std::runtime_error {
+ public:
+  explicit UserError(const std::string& msg, bool collective = true)
+      : std::runtime_error(msg), collective_(collective) {}
+  bool collective() const { return collective_; }
+
+ private:
+  bool collective_;
+};
+
+/// A runtime failure that is not the user's fault but is still reported as
+/// one clean line (e.g. a file system error while writing a checkpoint).
+class RuntimeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Prints "vitkd: error: <msg>" (prefixed with the rank when the world has
+/// more than one), flushes, and ends all ranks: MPI_Abort(code) when MPI runs
+/// with more than one rank, else MPI_Finalize + exit(code).
+/// `print` = false suppresses the line on this rank (collective errors).
+[[noreturn]] void die(int code, const std::string& msg, bool print = true);
+
+/// Called by VK_CHECK on failure.
+[[noreturn]] void check_failed(const char* lib, const char* expr, const char* file,
+                               int line, const std::string& detail);
+
+// Per-library result checks; each returns the value so calls can be wrapped.
+int check_MPI(int rc, const char* expr, const char* file, int line);
+long long check_H5(long long rc, const char* expr, const char* file, int line);
+bool check_FILE(bool ok, const char* expr, const char* file, int line);
+int check_ZLIB(int rc, const char* expr, const char* file, int line);
+
+/// The innermost message of the current HDF5 error stack ("" if none).
+std::string h5_error_message();
+
+}  // namespace vitkd
+
+/// Checks a library call; see the header comment. LIB is one of MPI, H5,
+/// FILE (a boolean "succeeded" expression; errno supplies the message),
+/// ZLIB, CUDA, NCCL.
+#define VK_CHECK(LIB, ...) ::vitkd::check_##LIB((__VA_ARGS__), #__VA_ARGS__, __FILE__, __LINE__)
