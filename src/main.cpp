@@ -73,15 +73,15 @@ int run(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   using namespace vitkd;
-  init_world(&argc, &argv);
-  h5_silence_errors();
   int code = kExitOk;
   try {
+    init_world(&argc, &argv);
+    h5_silence_errors();
     Kokkos::ScopeGuard kokkos(argc, argv);
     std::vector<std::string> args(argv + 1, argv + argc);
     code = run(args);
   } catch (const UserError& e) {
-    die(kExitUser, e.what(), !e.collective() || world().root());
+    die(kExitUser, e.what(), e.collective());
   } catch (const RuntimeError& e) {
     die(kExitRuntime, e.what());
   } catch (const c10::Error& e) {

@@ -49,8 +49,9 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   };
   need("format");
   if (h5_attr_string(f, "format") != kCheckpointFormat)
-    throw UserError(path + ": attribute /format is '" + h5_attr_string(f, "format") +
-                    "', expected '" + kCheckpointFormat + "'");
+    throw UserError(path + ": not a vitkd checkpoint (attribute /format is '" +
+                    h5_attr_string(f, "format") + "', expected '" + kCheckpointFormat +
+                    "'); point at a checkpoint.h5 written by vitkd train");
   need("format_version");
   if (h5_attr_int(f, "format_version") != kCheckpointVersion)
     throw UserError(path + ": checkpoint format version " +

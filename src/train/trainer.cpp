@@ -19,8 +19,10 @@
 #include "model/vit.hpp"
 #include "optim/adamw.hpp"
 #include "optim/flat_params.hpp"
+#include "optim/zero.hpp"
 #include "train/timing.hpp"
 #include "util/error.hpp"
+#include "util/fs.hpp"
 #include "util/torch_compat.hpp"
 
 namespace vitkd {
@@ -65,15 +67,7 @@ void check_model_fits_data(const ModelSpec& s, const DatasetMeta& m, const std::
 void prepare_out_dir(const std::string& dir) {
   int ok = 1;
   std::string why;
-  if (world().root()) {
-    std::string partial;
-    for (size_t i = 0; i <= dir.size(); ++i) {
-      if (i == dir.size() || dir[i] == '/') {
-        if (!partial.empty()) mkdir(partial.c_str(), 0775);
-      }
-      if (i < dir.size()) partial += dir[i];
-    }
-  }
+  if (world().root()) make_dirs(dir);
   barrier();
   const std::string probe = dir + "/.vitkd-write-test." + std::to_string(world().rank);
   FILE* f = std::fopen(probe.c_str(), "w");
@@ -192,10 +186,9 @@ int train_main(const Config& cfg, const std::string& origin) {
   ViT student(spec);
   FlatParams flat(*student, w.size);
   broadcast_bytes(flat.params.data_ptr<float>(), flat.padded * 4, 0);  // identical start
-  const Shard shard = flat.shard(w.rank);
-  AdamW opt(shard);
   auto comm = make_communicator("mpi");
-  auto grad_shard = torch::zeros({shard.size}, torch::kFloat32);
+  ShardedAdamW opt(flat, *comm, w.rank);
+  const Shard shard = opt.shard();
   log0("%s: %s\n", distill ? "student" : "model", spec.describe().c_str());
   log0("memory per rank: parameters %lld B, gradients %lld B, optimizer state %lld B (shard %lld of %lld elements)\n",
        (long long)(flat.padded * 4), (long long)(flat.padded * 4 + shard.size * 4),
@@ -241,7 +234,7 @@ int train_main(const Config& cfg, const std::string& origin) {
 
   // ---- loop ------------------------------------------------------------------
   PhaseTimes times;
-  int64_t step = 0, samples_seen = 0, samples_trained = 0, teacher_forwards = 0;
+  int64_t step = 0, bad_steps = 0, samples_seen = 0, samples_trained = 0, teacher_forwards = 0;
   double loss_acc = 0, loss_n = 0, last_loss = NAN, lr = 0;
   double test_top1 = -1;
   std::vector<double> top1_per_epoch;
@@ -291,31 +284,15 @@ int train_main(const Config& cfg, const std::string& origin) {
         loss_acc += loss.item<double>() * n;
         loss_n += n;
       }
-      {
-        ScopedPhase ph(times, Phase::CommWait);
-        comm->reduce_scatter_avg(flat.grads.data_ptr<float>(), grad_shard.data_ptr<float>(),
-                                 shard.size);
-      }
       const int64_t global_n = b->global_size;
       samples_seen += global_n;
       samples_trained += global_n;
       window_samples += global_n;
-      {
-        ScopedPhase ph(times, Phase::Optimizer);
-        const double gnorm = std::sqrt(allreduce_sum(opt.grad_sq_norm(grad_shard.data_ptr<float>())));
-        float scale = 1.0f;
-        if (cfg.optim_grad_clip > 0 && gnorm > cfg.optim_grad_clip)
-          scale = static_cast<float>(cfg.optim_grad_clip / (gnorm + 1e-6));
-        lr = schedule_lr(double(samples_seen), warmup_samples, total_samples, cfg.optim_lr,
-                         cfg.optim_min_lr);
-        AdamWHyper h{lr, cfg.optim_beta1, cfg.optim_beta2, cfg.optim_eps, cfg.optim_weight_decay};
-        opt.step(flat.params.data_ptr<float>() + shard.offset, grad_shard.data_ptr<float>(),
-                 flat.decay_mask.data_ptr<float>() + shard.offset, scale, h);
-      }
-      {
-        ScopedPhase ph(times, Phase::AllGather);
-        comm->all_gather(flat.params.data_ptr<float>(), shard.size);
-      }
+      lr = schedule_lr(double(samples_seen), warmup_samples, total_samples, cfg.optim_lr,
+                       cfg.optim_min_lr);
+      const AdamWHyper h{lr, cfg.optim_beta1, cfg.optim_beta2, cfg.optim_eps, cfg.optim_weight_decay};
+      const double gnorm = opt.step(h, cfg.optim_grad_clip, &times);
+      if (!std::isfinite(gnorm)) ++bad_steps;
       flat.zero_grad();
       ++step;
 
@@ -386,6 +363,7 @@ int train_main(const Config& cfg, const std::string& origin) {
         .set("teacher_parameters", distill ? teacher_info.spec.parameter_count() : int64_t(0))
         .set("optimizer_bytes_per_rank", opt.state_bytes())
         .set("final_loss", last_loss)
+        .set("skipped_steps", bad_steps)
         .set("test_top1_per_epoch", top1_per_epoch)
         .set("threads_per_rank", threads)
         .set("compute", cfg.precision_compute);

@@ -5,6 +5,8 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,11 +27,11 @@ int world_rank_or_zero(int* size) {
 }
 }  // namespace
 
-void die(int code, const std::string& msg, bool print) {
+void die(int code, const std::string& msg, bool collective) {
   int size = 1;
   const int rank = world_rank_or_zero(&size);
-  if (print) {
-    if (size > 1)
+  if (!collective || rank == 0) {
+    if (size > 1 && !collective)
       std::fprintf(stderr, "vitkd: error [rank %d]: %s\n", rank, msg.c_str());
     else
       std::fprintf(stderr, "vitkd: error: %s\n", msg.c_str());
@@ -40,7 +42,20 @@ void die(int code, const std::string& msg, bool print) {
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   if (init && !fin) {
-    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    if (size > 1 && collective) {
+      MPI_Request req;
+      int done = 0;
+      if (MPI_Ibarrier(MPI_COMM_WORLD, &req) == MPI_SUCCESS) {
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!done && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+          MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+          if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      }
+      if (!done) MPI_Abort(MPI_COMM_WORLD, code);
+    } else if (size > 1) {
+      MPI_Abort(MPI_COMM_WORLD, code);
+    }
     MPI_Finalize();
   }
   std::_Exit(code);

@@ -42,10 +42,12 @@ class RuntimeError : public std::runtime_error {
 };
 
 /// Prints "vitkd: error: <msg>" (prefixed with the rank when the world has
-/// more than one), flushes, and ends all ranks: MPI_Abort(code) when MPI runs
-/// with more than one rank, else MPI_Finalize + exit(code).
-/// `print` = false suppresses the line on this rank (collective errors).
-[[noreturn]] void die(int code, const std::string& msg, bool print = true);
+/// more than one), flushes, and ends all ranks with exit code `code`.
+/// `collective` = true: every rank found the same error at the same point, so
+/// only rank 0 prints, and the ranks leave together through a barrier with a
+/// 10 s limit (MPI_Ibarrier + MPI_Finalize), falling back to MPI_Abort if any
+/// rank does not arrive. Otherwise MPI_Abort ends every rank at once.
+[[noreturn]] void die(int code, const std::string& msg, bool collective = false);
 
 /// Called by VK_CHECK on failure.
 [[noreturn]] void check_failed(const char* lib, const char* expr, const char* file,

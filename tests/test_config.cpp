@@ -1,0 +1,81 @@
+#include <gtest/gtest.h>
+
+#include "config/config.hpp"
+#include "util/error.hpp"
+
+using namespace vitkd;
+
+namespace {
+std::string error_of(const std::string& toml, const std::vector<std::string>& ov = {}) {
+  try {
+    parse_config(toml, "test.toml", ov);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Config, DefaultsComeFromTheTable) {
+  Config c = parse_config("", "empty.toml");
+  EXPECT_EQ(c.run_mode, "teacher");
+  EXPECT_EQ(c.data_batch_size, 64);
+  EXPECT_EQ(c.model_patch, 4);
+  EXPECT_DOUBLE_EQ(c.distill_temperature, 4.0);
+  EXPECT_EQ(c.precision_compute, "bf16");
+  // Every key appears in the key list with its default.
+  bool found = false;
+  for (const auto& k : config_keys())
+    if (k.name == "optim.lr") found = k.def == "0.001";
+  EXPECT_TRUE(found);
+}
+
+TEST(Config, ParsesValuesAndOverrides) {
+  Config c = parse_config("[model]\ndim = 96\nmlp_ratio = 2\n[data]\naugment = true\n", "t.toml",
+                          {"model.depth=3", "run.out_dir=/tmp/x", "optim.lr=5e-4"});
+  EXPECT_EQ(c.model_dim, 96);
+  EXPECT_DOUBLE_EQ(c.model_mlp_ratio, 2.0);  // an integer is accepted for a float key
+  EXPECT_TRUE(c.data_augment);
+  EXPECT_EQ(c.model_depth, 3);
+  EXPECT_EQ(c.run_out_dir, "/tmp/x");
+  EXPECT_DOUBLE_EQ(c.optim_lr, 5e-4);
+}
+
+TEST(Config, UnknownKeySuggestsTheNearest) {
+  auto e = error_of("[optim]\nlearning_rate = 1e-3\n");
+  EXPECT_NE(e.find("unknown configuration key 'optim.learning_rate'"), std::string::npos) << e;
+  e = error_of("[model]\ndepht = 3\n");
+  EXPECT_NE(e.find("did you mean 'model.depth'"), std::string::npos) << e;
+  e = error_of("", {"trian.epochs=3"});
+  EXPECT_NE(e.find("did you mean 'train.epochs'"), std::string::npos) << e;
+}
+
+TEST(Config, WrongTypeNamesKeyAndType) {
+  auto e = error_of("[data]\nbatch_size = \"64\"\n");
+  EXPECT_NE(e.find("'data.batch_size' must be a integer"), std::string::npos) << e;
+  EXPECT_NE(e.find("test.toml"), std::string::npos) << e;
+}
+
+TEST(Config, InvalidValues) {
+  EXPECT_NE(error_of("[data]\nbatch_size = 0\n").find("data.batch_size"), std::string::npos);
+  EXPECT_NE(error_of("[model]\ndepth = 0\n").find("model.depth"), std::string::npos);
+  EXPECT_NE(error_of("[model]\ndim = 100\nheads = 3\n").find("do not divide dim"), std::string::npos);
+  EXPECT_NE(error_of("[model]\nimage_size = 28\npatch = 5\n").find("does not divide image_size"),
+            std::string::npos);
+  EXPECT_NE(error_of("[run]\nmode = \"distil\"\n").find("did you mean 'distill'"), std::string::npos);
+  EXPECT_NE(error_of("[run]\nmode = \"distill\"\n").find("teacher.checkpoint"), std::string::npos);
+  EXPECT_NE(error_of("[distill]\nalpha = 1.5\n").find("distill.alpha"), std::string::npos);
+}
+
+TEST(Config, SyntaxErrorNamesFileAndLine) {
+  auto e = error_of("[model]\ndim = = 3\n");
+  EXPECT_NE(e.find("test.toml:2"), std::string::npos) << e;
+}
+
+TEST(Config, EchoRoundTrips) {
+  Config c = parse_config("[model]\ndim = 48\n[run]\nout_dir = \"a b/c\"\n", "t.toml");
+  Config d = parse_config(config_to_toml(c), "echo.toml");
+  EXPECT_EQ(config_to_toml(c), config_to_toml(d));
+  EXPECT_EQ(d.model_dim, 48);
+  EXPECT_EQ(d.run_out_dir, "a b/c");
+}

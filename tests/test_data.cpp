@@ -1,0 +1,201 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "data/augment.hpp"
+#include "data/dataset.hpp"
+#include "data/loader.hpp"
+#include "io/h5.hpp"
+#include "util/error.hpp"
+
+using namespace vitkd;
+
+namespace {
+std::string tmp_path(const std::string& name) {
+  return "/tmp/vitkd_test_" + std::to_string(getpid()) + "_" + name;
+}
+
+// A small dataset: image i has every pixel = i % 256, label i % K.
+void small_split(DatasetSplit& s, int64_t n, int64_t px, int64_t k) {
+  s.images.resize(n * px);
+  s.labels.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    std::fill(s.images.begin() + i * px, s.images.begin() + (i + 1) * px, static_cast<uint8_t>(i % 256));
+    s.labels[i] = static_cast<int32_t>(i % k);
+  }
+}
+
+std::string validation_error(const std::string& path) {
+  try {
+    validate_dataset(path);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Dataset, WriteValidateReadRoundTrip) {
+  const std::string p = tmp_path("rt.h5");
+  DatasetSplit tr, te;
+  small_split(tr, 100, 4 * 4 * 2, 3);
+  small_split(te, 10, 4 * 4 * 2, 3);
+  write_dataset(p, tr, te, 4, 4, 2, {"a", "b", "c"});
+  DatasetMeta m = validate_dataset(p);
+  EXPECT_EQ(m.train_size, 100);
+  EXPECT_EQ(m.test_size, 10);
+  EXPECT_EQ(m.height, 4);
+  EXPECT_EQ(m.channels, 2);
+  EXPECT_EQ(m.class_names, (std::vector<std::string>{"a", "b", "c"}));
+  double expect_mean = 0;
+  for (auto v : tr.images) expect_mean += v / 255.0;
+  expect_mean /= tr.images.size();
+  EXPECT_NEAR(m.mean[0], expect_mean, 1e-9);
+  // Coalesced hyperslab reads return exactly the requested rows, in order.
+  H5Obj f = h5_open_read(p, "dataset");
+  H5Obj d(H5Dopen2(f, "/train/images", H5P_DEFAULT));
+  std::vector<int64_t> rows{3, 4, 5, 17, 40, 41, 99};
+  std::vector<uint8_t> out(rows.size() * 32);
+  h5_read_rows(d.get(), rows, 32, out.data());
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int j = 0; j < 32; ++j) ASSERT_EQ(out[r * 32 + j], tr.images[rows[r] * 32 + j]);
+  std::remove(p.c_str());
+}
+
+TEST(Dataset, ValidationNamesTheProblem) {
+  const std::string p = tmp_path("bad.h5");
+  DatasetSplit tr, te;
+  small_split(tr, 20, 16, 2);
+  small_split(te, 5, 16, 2);
+  // Labels out of range: 3 classes in the data, 2 names.
+  for (auto& l : tr.labels) l = 2;
+  write_dataset(p, tr, te, 4, 4, 1, {"a", "b"});
+  EXPECT_NE(validation_error(p).find("out of range"), std::string::npos) << validation_error(p);
+  EXPECT_NE(validation_error(p).find("/train/labels[0]"), std::string::npos);
+  // Empty split.
+  DatasetSplit empty;
+  small_split(tr, 20, 16, 2);
+  write_dataset(p, tr, empty, 4, 4, 1, {"a", "b"});
+  EXPECT_NE(validation_error(p).find("split 'test' is empty"), std::string::npos) << validation_error(p);
+  // Wrong dtype: labels as float.
+  {
+    H5Obj f = h5_create(p);
+    h5_attr_write(f, "format", std::string(kDatasetFormat));
+    h5_attr_write(f, "format_version", kDatasetVersion);
+    h5_attr_write(f, "class_names", std::vector<std::string>{"a", "b"});
+    std::vector<uint8_t> img(2 * 16, 0);
+    std::vector<float> lab{0, 1};
+    h5_write(f, "/train/images", img.data(), {2, 4, 4, 1});
+    h5_write(f, "/train/labels", lab.data(), {2});
+  }
+  EXPECT_NE(validation_error(p).find("'/train/labels' is float32 [2], expected int32 [N]"), std::string::npos)
+      << validation_error(p);
+  // Not HDF5 at all / missing.
+  {
+    FILE* fp = std::fopen(p.c_str(), "w");
+    std::fputs("not hdf5", fp);
+    std::fclose(fp);
+  }
+  EXPECT_NE(validation_error(p).find("not a valid HDF5 file"), std::string::npos);
+  std::remove(p.c_str());
+  EXPECT_NE(validation_error(p).find("cannot read dataset"), std::string::npos);
+}
+
+TEST(Loader, PermutationIsDeterministicPerEpoch) {
+  auto a = epoch_permutation(1000, 7, 0), b = epoch_permutation(1000, 7, 0);
+  auto c = epoch_permutation(1000, 7, 1);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  auto s = a;
+  std::sort(s.begin(), s.end());
+  for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(s[i], i);
+}
+
+TEST(Loader, GlobalBatchesDoNotDependOnRankCount) {
+  // 3 ranks x 4 samples see the same samples per step as 1 rank x 12 (and 2 x 6).
+  const auto perm = epoch_permutation(100, 3, 2);
+  const int64_t G = 12;
+  for (int64_t step = 0; step < steps_per_epoch(100, G, false); ++step) {
+    auto one = rank_slice(perm, step, G, 0, 1);
+    for (int P : {2, 3, 5}) {
+      std::vector<int64_t> uni;
+      for (int r = 0; r < P; ++r) {
+        auto s = rank_slice(perm, step, G, r, P);
+        uni.insert(uni.end(), s.begin(), s.end());
+      }
+      std::sort(uni.begin(), uni.end());
+      EXPECT_EQ(uni, one) << "step " << step << " P " << P;
+    }
+  }
+  // The remainder (100 = 8 * 12 + 4) is the last, smaller global batch.
+  int64_t R = 0;
+  rank_slice(perm, 8, G, 0, 3, &R);
+  EXPECT_EQ(R, 4);
+  EXPECT_EQ(steps_per_epoch(100, G, true), 8);
+}
+
+TEST(Loader, EverySampleOncePerEpochSingleRank) {
+  const std::string p = tmp_path("ld.h5");
+  DatasetSplit tr, te;
+  small_split(tr, 50, 4, 2);
+  small_split(te, 5, 4, 2);
+  write_dataset(p, tr, te, 2, 2, 1, {"a", "b"});
+  DatasetMeta m = validate_dataset(p);
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.prefetch = 2;
+  Loader ld(m, o);
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    ld.begin_epoch(epoch);
+    std::multiset<int64_t> seen;
+    while (auto b = ld.next()) {
+      for (int64_t i = 0; i < b->size(); ++i) {
+        seen.insert(b->indices[i]);
+        EXPECT_EQ(b->pixels[i * 4], static_cast<uint8_t>(b->indices[i] % 256));  // right pixels
+        EXPECT_EQ(b->labels[i], b->indices[i] % 2);                               // right labels
+      }
+    }
+    EXPECT_EQ(seen.size(), 50u);
+    for (int64_t i = 0; i < 50; ++i) EXPECT_EQ(seen.count(i), 1u);
+  }
+  std::remove(p.c_str());
+}
+
+TEST(Augment, NormalizesAndIsKeyedOnTheSampleIndex) {
+  const int64_t H = 4, W = 4;
+  std::vector<uint8_t> px(2 * H * W);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 7);
+  std::vector<int64_t> idx{10, 11};
+  std::vector<float> out(px.size());
+  AugmentSpec off;
+  normalize_augment(px.data(), idx.data(), 2, H, W, 1, {0.5}, {0.25}, off, 0, out.data());
+  for (size_t i = 0; i < px.size(); ++i) EXPECT_NEAR(out[i], (px[i] / 255.0 - 0.5) / 0.25, 1e-5);
+  // Flip only (pad 0): a mirror image, or the same image.
+  AugmentSpec flip;
+  flip.enabled = true;
+  flip.pad = 0;
+  int mirrored = 0;
+  for (int64_t e = 0; e < 8; ++e) {
+    normalize_augment(px.data(), idx.data(), 1, H, W, 1, {0.0}, {1.0}, flip, e, out.data());
+    bool same = true, mirror = true;
+    for (int64_t y = 0; y < H; ++y)
+      for (int64_t x = 0; x < W; ++x) {
+        same &= std::abs(out[y * W + x] - px[y * W + x] / 255.f) < 1e-6;
+        mirror &= std::abs(out[y * W + x] - px[y * W + (W - 1 - x)] / 255.f) < 1e-6;
+      }
+    EXPECT_TRUE(same || mirror);
+    mirrored += mirror;
+  }
+  EXPECT_GT(mirrored, 0);
+  EXPECT_LT(mirrored, 8);
+  // The same (seed, epoch, index) gives the same view whatever else is in the batch.
+  AugmentSpec crop;
+  crop.enabled = true;
+  std::vector<float> a(2 * H * W), b(H * W);
+  normalize_augment(px.data(), idx.data(), 2, H, W, 1, {0.0}, {1.0}, crop, 3, a.data());
+  normalize_augment(px.data() + H * W, idx.data() + 1, 1, H, W, 1, {0.0}, {1.0}, crop, 3, b.data());
+  for (int64_t i = 0; i < H * W; ++i) EXPECT_EQ(a[H * W + i], b[i]);
+}

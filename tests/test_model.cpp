@@ -1,0 +1,72 @@
+#include <gtest/gtest.h>
+
+#include "model/vit.hpp"
+#include "util/torch_compat.hpp"
+
+using namespace vitkd;
+
+TEST(ViT, ParameterCountFormulaMatchesModule) {
+  for (bool dist : {false, true}) {
+    ModelSpec s;
+    s.dist_token = dist;
+    ViT m(s);
+    int64_t n = 0;
+    for (auto& p : m->parameters()) n += p.numel();
+    EXPECT_EQ(n, s.parameter_count());
+  }
+  ModelSpec teacher;  // the Fashion-MNIST teacher: dim 192, depth 6
+  EXPECT_NEAR(teacher.parameter_count() / 1e6, 2.7, 0.05);
+}
+
+TEST(ViT, NamesAreCheckpointKeys) {
+  ModelSpec s;
+  s.depth = 2;
+  s.dist_token = true;
+  ViT m(s);
+  auto named = m->named_parameters();
+  for (const char* k : {"patch_embed.proj.weight", "cls_token", "dist_token", "pos_embed",
+                        "blocks.1.attn.qkv.weight", "blocks.0.mlp.fc2.bias", "blocks.0.norm1.weight",
+                        "norm.bias", "head.weight", "head_dist.weight"})
+    EXPECT_TRUE(named.contains(k)) << k;
+}
+
+TEST(ViT, ShapesAndBf16) {
+  ModelSpec s;
+  s.image_size = 16;
+  s.channels = 3;
+  s.dim = 32;
+  s.depth = 2;
+  s.heads = 4;
+  s.classes = 5;
+  s.dist_token = true;
+  torch::manual_seed(0);
+  ViT m(s);
+  auto x = torch::randn({3, 3, 16, 16});
+  auto out = m->forward(x);
+  EXPECT_EQ(out.logits.sizes(), torch::IntArrayRef({3, 5}));
+  EXPECT_EQ(out.dist_logits.sizes(), torch::IntArrayRef({3, 5}));
+  torch::Tensor bf;
+  {
+    AutocastBf16 ac(true);
+    bf = m->forward(x).logits;
+  }
+  EXPECT_EQ(bf.scalar_type(), torch::kBFloat16);  // the head ran in bf16
+  EXPECT_LT((bf.to(torch::kFloat32) - out.logits).abs().max().item<double>(), 0.1);
+  // Autocast ends with its scope.
+  EXPECT_EQ(m->forward(x).logits.scalar_type(), torch::kFloat32);
+}
+
+TEST(ViT, SamplesAreIndependent) {
+  // A sample's logits do not depend on the other samples in the batch.
+  ModelSpec s;
+  s.image_size = 8;
+  s.dim = 16;
+  s.depth = 1;
+  s.heads = 2;
+  torch::manual_seed(0);
+  ViT m(s);
+  auto x = torch::randn({4, 1, 8, 8});
+  auto all = m->forward(x).logits;
+  auto one = m->forward(x.narrow(0, 2, 1)).logits;
+  EXPECT_LT((all.narrow(0, 2, 1) - one).abs().max().item<double>(), 1e-5);
+}
