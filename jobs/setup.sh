@@ -14,7 +14,7 @@ PKGS=(
   libgtest-dev googletest
   zlib1g-dev
   dataset-fashion-mnist
-  python3 python3-numpy python3-h5py python3-matplotlib python3-torch
+  python3 python3-numpy python3-h5py python3-matplotlib python3-torch python3-yaml
 )
 
 missing=()

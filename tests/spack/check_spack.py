@@ -1,0 +1,435 @@
+#!/usr/bin/env python3
+"""Checks vitkd's Spack support without Spack.
+
+    /usr/bin/python3 tests/spack/check_spack.py SRC_DIR
+
+1. spack.yaml (PyYAML): the environment lists every dependency and vitkd,
+   unifies, has a view, and its "repos" entry is the in-tree repository.
+2. spack/repo/packages/vitkd/package.py, imported against small stand-ins for
+   Spack's package API defined below: class Vitkd(CMakePackage, CudaPackage),
+   its depends_on directives, and cmake_args() for ~cuda and +cuda.
+
+Prints one summary line; exits 0 when everything holds, 1 otherwise (each
+failure on its own line), 2 on bad usage.
+"""
+
+import importlib.util
+import os
+import re
+import shlex
+import sys
+import tempfile
+import traceback
+import types
+
+sys.dont_write_bytecode = True  # importing the recipe must not litter the tree
+
+FAILURES = []
+
+
+def check(cond, message):
+    if not cond:
+        FAILURES.append(message)
+    return bool(cond)
+
+
+def spec_name(spec):
+    """'hdf5+mpi' -> 'hdf5', 'vitkd@main +cuda' -> 'vitkd'."""
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9_.-]*)", spec)
+    return m.group(1) if m else ""
+
+
+def spec_tokens(spec):
+    """'hdf5 +mpi~cxx cuda_arch=90' -> {'+mpi', '~cxx', 'cuda_arch=90', ...}."""
+    return set(re.findall(r"[+~][A-Za-z0-9_]+|[A-Za-z0-9_]+=[^\s+~]+", spec))
+
+
+# ---------------------------------------------------------------------------
+# 1. spack.yaml
+# ---------------------------------------------------------------------------
+def check_environment(src):
+    try:
+        import yaml
+    except ImportError:
+        FAILURES.append("PyYAML is missing (Debian: apt-get install python3-yaml)")
+        return None
+    path = os.path.join(src, "spack.yaml")
+    if not check(os.path.isfile(path), f"{path}: no such file"):
+        return None
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        FAILURES.append(f"spack.yaml: not valid YAML: {e}")
+        return None
+    if not check(isinstance(doc, dict) and isinstance(doc.get("spack"), dict),
+                 "spack.yaml: no top-level 'spack:' mapping"):
+        return None
+    env = doc["spack"]
+
+    specs = env.get("specs")
+    if not check(isinstance(specs, list) and all(isinstance(s, str) for s in specs),
+                 "spack.yaml: spack.specs is not a list of spec strings"):
+        specs = []
+    names = {spec_name(s) for s in specs}
+    for want in ("openmpi", "hdf5", "kokkos", "py-torch", "cmake", "googletest",
+                 "tomlplusplus", "zlib", "vitkd"):
+        check(want in names, f"spack.yaml: spack.specs lacks {want} (has {sorted(names)})")
+    hdf5 = [s for s in specs if spec_name(s) == "hdf5"]
+    check(any("+mpi" in spec_tokens(s) for s in hdf5),
+          f"spack.yaml: the hdf5 spec must ask for +mpi (got {hdf5})")
+
+    concretizer = env.get("concretizer") or {}
+    check(isinstance(concretizer, dict) and concretizer.get("unify") is True,
+          "spack.yaml: spack.concretizer.unify must be true")
+    check(env.get("view") not in (None, False), "spack.yaml: spack.view must be set (true)")
+
+    # repos: the old list form or the Spack 1.x mapping form (name: path).
+    repos = env.get("repos")
+    if isinstance(repos, dict):
+        repos = [v for v in repos.values() if isinstance(v, str)]
+    if not check(isinstance(repos, list) and repos, "spack.yaml: spack.repos is missing or empty"):
+        return env
+    base = os.path.dirname(os.path.abspath(path))
+    repo_dirs = []
+    for entry in repos:
+        p = re.sub(r"^\$(env|\{env\})(?=/|$)", base.replace("\\", "/"), entry)
+        p = os.path.normpath(os.path.join(base, os.path.expanduser(p)))
+        if os.path.isfile(os.path.join(p, "repo.yaml")):
+            repo_dirs.append(p)
+    if check(repo_dirs, f"spack.yaml: no spack.repos entry {repos} is a directory holding repo.yaml"):
+        with open(os.path.join(repo_dirs[0], "repo.yaml")) as f:
+            repo_doc = yaml.safe_load(f) or {}
+        ns = (repo_doc.get("repo") or {}).get("namespace")
+        check(ns == "vitkd", f"{repo_dirs[0]}/repo.yaml: namespace is {ns!r}, expected 'vitkd'")
+        check(os.path.isfile(os.path.join(repo_dirs[0], "packages", "vitkd", "package.py")),
+              f"{repo_dirs[0]}: no packages/vitkd/package.py")
+
+    develop = (env.get("develop") or {}).get("vitkd")
+    if develop is not None:
+        dev = os.path.normpath(os.path.join(base, develop.get("path", "")))
+        check(os.path.isfile(os.path.join(dev, "CMakeLists.txt")),
+              f"spack.yaml: develop.vitkd.path -> {dev}, which holds no CMakeLists.txt")
+    return env
+
+
+# ---------------------------------------------------------------------------
+# 2. Stand-ins for the parts of Spack's package API the recipe uses
+# ---------------------------------------------------------------------------
+DIRECTIVES = []  # (directive, args, kwargs) in the order the class body ran them
+
+
+def _directive(kind):
+    def record(*args, **kwargs):
+        DIRECTIVES.append((kind, args, kwargs))
+    record.__name__ = kind
+    return record
+
+
+class InstallError(Exception):
+    pass
+
+
+class CMakePackage:
+    """Spack's CMakePackage, reduced to what cmake_args() can call."""
+
+    def __init__(self, spec, run_tests=False):
+        self.spec = spec
+        self.run_tests = run_tests
+
+    @staticmethod
+    def define(name, value):
+        # Spack: bool -> BOOL ON/OFF, list/tuple -> ';'-joined STRING, else STRING.
+        if isinstance(value, bool):
+            return f"-D{name}:BOOL={'ON' if value else 'OFF'}"
+        if isinstance(value, (list, tuple)):
+            value = ";".join(str(v) for v in value)
+        return f"-D{name}:STRING={value}"
+
+    def define_from_variant(self, name, variant=None):
+        variant = variant or name.lower()
+        if variant not in self.spec.variants:
+            return ""
+        return self.define(name, self.spec.variants[variant])
+
+
+class CudaPackage:
+    cuda_arch_values = ("70", "80", "90")
+
+
+def make_spack_package_module():
+    mod = types.ModuleType("spack.package")
+    names = {
+        "CMakePackage": CMakePackage,
+        "CudaPackage": CudaPackage,
+        "InstallError": InstallError,
+        "join_path": os.path.join,
+    }
+    for kind in ("version", "variant", "depends_on", "conflicts", "requires", "provides",
+                 "maintainers", "license", "patch", "resource"):
+        names[kind] = _directive(kind)
+    mod.__dict__.update(names)
+    mod.__all__ = sorted(names)
+    return mod
+
+
+def install_standins(v2_classes=None):
+    """Register fake spack / spack.package (and, for v2, spack_repo.*) modules."""
+    for name in [m for m in sys.modules if m == "spack" or m.startswith(("spack.", "spack_repo"))]:
+        del sys.modules[name]
+    spack = types.ModuleType("spack")
+    spack.__path__ = []
+    spack.package = make_spack_package_module()
+    sys.modules["spack"] = spack
+    sys.modules["spack.package"] = spack.package
+    if v2_classes is None:
+        sys.modules["spack_repo"] = None  # Spack 0.x: `import spack_repo` fails
+        return
+    cmake_cls, cuda_cls = v2_classes
+    chain = ["spack_repo", "spack_repo.builtin", "spack_repo.builtin.build_systems"]
+    for name in chain:
+        m = types.ModuleType(name)
+        m.__path__ = []
+        sys.modules[name] = m
+    for leaf, attr, cls in (("cmake", "CMakePackage", cmake_cls), ("cuda", "CudaPackage", cuda_cls)):
+        m = types.ModuleType(f"spack_repo.builtin.build_systems.{leaf}")
+        setattr(m, attr, cls)
+        sys.modules[m.__name__] = m
+
+
+def load_recipe(path, v2_classes=None):
+    DIRECTIVES.clear()
+    install_standins(v2_classes)
+    modname = "vitkd_recipe_v2" if v2_classes else "vitkd_recipe_v1"
+    spec = importlib.util.spec_from_file_location(modname, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, list(DIRECTIVES)
+
+
+class FakeDep:
+    def __init__(self, prefix, package=None, **attrs):
+        self.prefix = prefix
+        self.package = package
+        self.__dict__.update(attrs)
+
+
+class FakeSpec:
+    """A concrete vitkd spec: variants plus dependencies looked up by name."""
+
+    def __init__(self, variants, deps):
+        self.variants = dict(variants)
+        self.deps = dict(deps)
+
+    def satisfies(self, constraint):
+        for tok in constraint.split():
+            if tok.startswith(("+", "~")):
+                want = tok[0] == "+"
+                if bool(self.variants.get(tok[1:], False)) != want:
+                    return False
+            elif "=" in tok:
+                key, value = tok.split("=", 1)
+                have = self.variants.get(key)
+                have = have if isinstance(have, (list, tuple)) else [have]
+                if value not in [str(h) for h in have]:
+                    return False
+            else:
+                raise AssertionError(f"stand-in spec cannot evaluate constraint {constraint!r}")
+        return True
+
+    __contains__ = satisfies
+
+    def __getitem__(self, name):
+        if name not in self.deps:
+            raise KeyError(f"stand-in spec has no dependency {name!r}")
+        return self.deps[name]
+
+
+def make_torch_prefix(root, platlib):
+    """A fake py-torch prefix holding <platlib>/torch/share/cmake/Torch/TorchConfig.cmake."""
+    torch_dir = os.path.join(root, platlib, "torch", "share", "cmake", "Torch")
+    os.makedirs(torch_dir, exist_ok=True)
+    with open(os.path.join(torch_dir, "TorchConfig.cmake"), "w") as f:
+        f.write("# stand-in\n")
+    return torch_dir
+
+
+def fake_spec(tmp, cuda, torch_package, torch_prefix):
+    mpi = FakeDep(os.path.join(tmp, "openmpi"),
+                  mpicc=os.path.join(tmp, "openmpi", "bin", "mpicc"),
+                  mpicxx=os.path.join(tmp, "openmpi", "bin", "mpicxx"))
+    python = FakeDep(os.path.join(tmp, "python"),
+                     package=types.SimpleNamespace(platlib="lib/python3.11/site-packages"))
+    deps = {
+        "mpi": mpi, "openmpi": mpi, "python": python,
+        "hdf5": FakeDep(os.path.join(tmp, "hdf5")),
+        "kokkos": FakeDep(os.path.join(tmp, "kokkos")),
+        "tomlplusplus": FakeDep(os.path.join(tmp, "tomlplusplus")),
+        "zlib-api": FakeDep(os.path.join(tmp, "zlib")),
+        "zlib": FakeDep(os.path.join(tmp, "zlib")),
+        "googletest": FakeDep(os.path.join(tmp, "googletest")),
+        "py-torch": FakeDep(torch_prefix, package=torch_package),
+    }
+    variants = {"cuda": cuda, "cuda_arch": ("90",) if cuda else ("none",)}
+    if cuda:
+        deps["cuda"] = FakeDep(os.path.join(tmp, "cuda"))
+        deps["nccl"] = FakeDep(os.path.join(tmp, "nccl"))
+    return FakeSpec(variants, deps)
+
+
+def defines(args):
+    """['-DA:BOOL=ON', ...] -> {'A': ('BOOL', 'ON'), ...}; other entries -> None keys."""
+    out = {}
+    for a in args:
+        m = re.match(r"^-D([^:=]+)(?::([A-Z]+))?=(.*)$", a or "")
+        if m:
+            out[m.group(1)] = (m.group(2) or "", m.group(3))
+        elif a:
+            out.setdefault(None, []).append(a)
+    return out
+
+
+def check_recipe(src):
+    path = os.path.join(src, "spack", "repo", "packages", "vitkd", "package.py")
+    if not check(os.path.isfile(path), f"{path}: no such file"):
+        return 0, 0
+    where = os.path.relpath(path, src)
+    try:
+        module, directives = load_recipe(path)
+    except Exception:
+        FAILURES.append(f"{where}: import against the Spack stand-ins failed:\n"
+                        + traceback.format_exc(limit=3).rstrip())
+        return 0, 0
+
+    cls = getattr(module, "Vitkd", None)
+    if not check(isinstance(cls, type), f"{where}: no class Vitkd"):
+        return 0, 0
+    check(issubclass(cls, CMakePackage) and issubclass(cls, CudaPackage),
+          f"{where}: Vitkd must derive from CMakePackage and CudaPackage (bases: {cls.__bases__})")
+    check((cls.__doc__ or "").strip(), f"{where}: Vitkd has no docstring")
+    check(any(k == "version" for k, _, _ in directives), f"{where}: no version() directive")
+    git = getattr(cls, "git", "")
+    if git.startswith("file://"):
+        check(os.path.samefile(git[len("file://"):], src),
+              f"{where}: git = {git!r} does not point at the checkout {src}")
+
+    deps = []  # (name, spec string, when, type)
+    for kind, args, kwargs in directives:
+        if kind == "depends_on" and args:
+            deps.append((spec_name(args[0]), args[0], kwargs.get("when") or "", kwargs.get("type")))
+    uncond = {n: s for n, s, w, _ in deps if not w}
+
+    for want in ("mpi", "hdf5", "kokkos", "py-torch", "tomlplusplus"):
+        check(want in uncond, f"{where}: no unconditional depends_on('{want}...')")
+    check("+mpi" in spec_tokens(uncond.get("hdf5", "")),
+          f"{where}: hdf5 dependency must be hdf5+mpi (got {uncond.get('hdf5')!r})")
+    check("zlib-api" in uncond or "zlib" in uncond, f"{where}: no depends_on zlib-api (or zlib)")
+    check("googletest" in {n for n, _, _, _ in deps}, f"{where}: no depends_on('googletest')")
+    cmake = [(s, t) for n, s, w, t in deps if n == "cmake"]
+    check(any("@3.20:" in s and t in ("build", ("build",)) for s, t in cmake),
+          f"{where}: need depends_on('cmake@3.20:', type='build') (got {cmake})")
+    check(any(n == "nccl" and "+cuda" in spec_tokens(w) for n, _, w, _ in deps),
+          f"{where}: no depends_on('nccl', when='+cuda')")
+    check("nccl" not in uncond, f"{where}: nccl must only be a dependency when +cuda")
+
+    # cmake_args() for ~cuda and +cuda, with a fake py-torch prefix on disk.
+    runs = 0
+    with tempfile.TemporaryDirectory(prefix="vitkd-spack-") as tmp:
+        platlib = "lib/python3.11/site-packages"
+        modern_prefix = os.path.join(tmp, "py-torch-modern")
+        modern_torch = make_torch_prefix(modern_prefix, platlib)
+        old_prefix = os.path.join(tmp, "py-torch-old")
+        old_torch = make_torch_prefix(old_prefix, platlib)
+
+        class ModernTorch:  # recent recipes: cmake_prefix_paths -> <platlib>/torch/share/cmake
+            cmake_prefix_paths = [os.path.dirname(modern_torch)]
+
+        class OldTorch:  # property that fails outside a build (python_platlib unset)
+            @property
+            def cmake_prefix_paths(self):
+                raise NameError("name 'python_platlib' is not defined")
+
+        cases = [
+            # label, cuda, run_tests, torch package, torch prefix, expected Torch_DIR
+            ("~cuda", False, False, OldTorch(), old_prefix, old_torch),
+            ("+cuda cuda_arch=90", True, True, ModernTorch(), modern_prefix, modern_torch),
+        ]
+        for label, cuda, run_tests, tpkg, tprefix, want_torch in cases:
+            spec = fake_spec(tmp, cuda, tpkg, tprefix)
+            try:
+                args = cls(spec, run_tests=run_tests).cmake_args()
+            except Exception:
+                FAILURES.append(f"{where}: cmake_args() for {label} raised:\n"
+                                + traceback.format_exc(limit=3).rstrip())
+                continue
+            runs += 1
+            if not check(isinstance(args, list) and all(isinstance(a, str) for a in args),
+                         f"{where}: cmake_args() for {label} must return a list of strings"):
+                continue
+            d = defines(args)
+            nccl = d.get("VITKD_WITH_NCCL", ("", None))[1]
+            check(nccl == ("ON" if cuda else "OFF"),
+                  f"{label}: VITKD_WITH_NCCL={nccl}, expected {'ON' if cuda else 'OFF'} ({args})")
+            tests = d.get("VITKD_BUILD_TESTS", ("", None))
+            check(tests == ("BOOL", "ON" if run_tests else "OFF"),
+                  f"{label}: VITKD_BUILD_TESTS={tests}, expected BOOL {'ON' if run_tests else 'OFF'}")
+            torch_dir = d.get("Torch_DIR", ("", None))[1]
+            prefix_path = d.get("CMAKE_PREFIX_PATH", ("", ""))[1]
+            check(torch_dir == want_torch or os.path.dirname(want_torch) in prefix_path.split(";"),
+                  f"{label}: Torch_DIR={torch_dir}, expected {want_torch}")
+            if cuda:
+                check(d.get("NCCL_ROOT", ("", None))[1] == spec["nccl"].prefix,
+                      f"{label}: NCCL_ROOT should point at the nccl prefix ({args})")
+
+        # No TorchConfig.cmake anywhere: a clear error, not a silent bad build.
+        empty = os.path.join(tmp, "py-torch-empty")
+        os.makedirs(empty)
+        try:
+            cls(fake_spec(tmp, False, types.SimpleNamespace(), empty)).cmake_args()
+            FAILURES.append(f"{where}: cmake_args() accepted a py-torch without TorchConfig.cmake")
+        except Exception as e:
+            check("TorchConfig.cmake" in str(e),
+                  f"{where}: missing Torch should name TorchConfig.cmake in its error, got: {e!r}")
+
+    # Spack >= 1.0: the base classes come from spack_repo.builtin.build_systems.
+    class CMakePackageV2(CMakePackage):
+        pass
+
+    class CudaPackageV2(CudaPackage):
+        pass
+
+    try:
+        module2, _ = load_recipe(path, (CMakePackageV2, CudaPackageV2))
+        cls2 = module2.Vitkd
+        check(issubclass(cls2, CMakePackageV2) and issubclass(cls2, CudaPackageV2),
+              f"{where}: with spack_repo.builtin present, Vitkd should use its build-system classes")
+    except Exception:
+        FAILURES.append(f"{where}: import with Spack 1.x-style spack_repo stand-ins failed:\n"
+                        + traceback.format_exc(limit=3).rstrip())
+    finally:
+        for name in [m for m in sys.modules if m == "spack" or m.startswith(("spack.", "spack_repo"))]:
+            del sys.modules[name]
+    return len(deps), runs
+
+
+def main(argv):
+    if len(argv) != 2 or not os.path.isdir(argv[1]):
+        print(f"usage: {os.path.basename(argv[0])} SRC_DIR", file=sys.stderr)
+        return 2
+    src = os.path.abspath(argv[1])
+    env = check_environment(src)
+    ndeps, runs = check_recipe(src)
+    if FAILURES:
+        for f in FAILURES:
+            print(f"FAIL: {f}", file=sys.stderr)
+        print(f"check_spack: FAILED ({len(FAILURES)} problem(s)) in {src}")
+        return 1
+    nspecs = len((env or {}).get("specs") or [])
+    print(f"check_spack: OK: spack.yaml ({nspecs} specs, unify, view, repo 'vitkd'); "
+          f"package.py Vitkd(CMakePackage, CudaPackage) with {ndeps} depends_on; "
+          f"cmake_args checked for ~cuda/+cuda ({runs} runs), missing Torch, Spack 0.x/1.x imports")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
