@@ -46,7 +46,11 @@ namespace vitkd {
   X(optim, beta1, double, 0.9, "AdamW beta1")                                              \
   X(optim, beta2, double, 0.999, "AdamW beta2")                                            \
   X(optim, eps, double, 1e-8, "AdamW epsilon")                                             \
-  X(precision, compute, std::string, "bf16", "\"bf16\" (autocast matmuls) or \"fp32\"")
+  X(dist, backend, std::string, "auto", "gradient communication: \"auto\", \"mpi\" or \"nccl\"") \
+  X(dist, bucket_mb, double, 25.0, "gradient bucket size in MB (fp32) for the reduce-scatter") \
+  X(dist, overlap, bool, true, "start bucket reduce-scatters during backward")              \
+  X(precision, compute, std::string, "bf16", "\"bf16\" (autocast matmuls) or \"fp32\"")     \
+  X(precision, reduce, std::string, "fp32", "gradient reduce-scatter type: \"fp32\" or \"bf16\"")
 
 #define VITKD_CFG_FIELD(section, key, type, def, help) type section##_##key = def;
 

@@ -2,23 +2,92 @@
 
 #include <mpi.h>
 
+#include <cstring>
+
 #include "dist/world.hpp"
+#include "util/bf16.hpp"
 #include "util/error.hpp"
 
 namespace vitkd {
 namespace {
 
+// MPI has no bfloat16: a 2-byte contiguous type and a user-defined sum that
+// adds in fp32 and rounds back to bf16 (what a bf16 reduction does).
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const uint16_t* a = static_cast<const uint16_t*>(in);
+  uint16_t* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
 class MpiCommunicator final : public Communicator {
  public:
+  MpiCommunicator() {
+    VK_CHECK(MPI, MPI_Type_contiguous(2, MPI_BYTE, &bf16_type_));
+    VK_CHECK(MPI, MPI_Type_commit(&bf16_type_));
+    VK_CHECK(MPI, MPI_Op_create(&bf16_sum, /*commute=*/1, &bf16_op_));
+  }
+  ~MpiCommunicator() override {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (fin) return;
+    MPI_Op_free(&bf16_op_);
+    MPI_Type_free(&bf16_type_);
+  }
+
   std::string name() const override { return "mpi"; }
 
-  void reduce_scatter_avg(const float* send, float* recv, int64_t count) override {
-    const int P = world().size;
-    VK_CHECK(MPI, MPI_Reduce_scatter_block(send, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                                           MPI_COMM_WORLD));
-    const float inv = 1.0f / static_cast<float>(P);
-    for (int64_t i = 0; i < count; ++i) recv[i] *= inv;
-    bytes_sent_ += static_cast<int64_t>(P - 1) * count * static_cast<int64_t>(sizeof(float));
+  int start_reduce_scatter(const float* send, float* recv, const std::vector<int64_t>& counts,
+                           WireType wire) override {
+    const World& w = world();
+    Request r;
+    r.recv = recv;
+    r.count = counts[w.rank];
+    r.bf16 = wire == WireType::BF16;
+    std::vector<int> icounts(counts.begin(), counts.end());
+    int64_t total = 0;
+    for (auto c : counts) total += c;
+    const int64_t elem = r.bf16 ? 2 : 4;
+    bytes_sent_ += (w.size - 1) * total * elem / w.size;
+    if (r.bf16) {
+      r.send16.resize(total);
+      r.recv16.resize(std::max<int64_t>(1, r.count));
+      for (int64_t i = 0; i < total; ++i) r.send16[i] = float_to_bf16(send[i]);
+      VK_CHECK(MPI, MPI_Ireduce_scatter(r.send16.data(), r.recv16.data(), icounts.data(), bf16_type_,
+                                        bf16_op_, MPI_COMM_WORLD, &r.req));
+    } else {
+      VK_CHECK(MPI, MPI_Ireduce_scatter(send, recv, icounts.data(), MPI_FLOAT, MPI_SUM,
+                                        MPI_COMM_WORLD, &r.req));
+    }
+    requests_.push_back(std::move(r));
+    return static_cast<int>(requests_.size()) - 1 + base_;
+  }
+
+  void progress() override {
+    for (auto& r : requests_) {
+      if (r.req == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      VK_CHECK(MPI, MPI_Test(&r.req, &done, MPI_STATUS_IGNORE));
+    }
+  }
+
+  void wait(int id) override {
+    Request& r = requests_.at(id - base_);
+    if (r.req != MPI_REQUEST_NULL) VK_CHECK(MPI, MPI_Wait(&r.req, MPI_STATUS_IGNORE));
+    if (!r.finished) {
+      const float inv = 1.0f / static_cast<float>(world().size);
+      if (r.bf16)
+        for (int64_t i = 0; i < r.count; ++i) r.recv[i] = bf16_to_float(r.recv16[i]) * inv;
+      else
+        for (int64_t i = 0; i < r.count; ++i) r.recv[i] *= inv;
+      r.finished = true;
+    }
+    // Forget requests once all are finished, so ids stay small per step.
+    bool all = true;
+    for (auto& q : requests_) all &= q.finished;
+    if (all) {
+      base_ += static_cast<int>(requests_.size());
+      requests_.clear();
+    }
   }
 
   void all_gather(float* buf, int64_t count) override {
@@ -27,13 +96,49 @@ class MpiCommunicator final : public Communicator {
                                 MPI_FLOAT, MPI_COMM_WORLD));
     bytes_sent_ += static_cast<int64_t>(P - 1) * count * static_cast<int64_t>(sizeof(float));
   }
+
+ private:
+  struct Request {
+    MPI_Request req = MPI_REQUEST_NULL;
+    float* recv = nullptr;
+    int64_t count = 0;
+    bool bf16 = false, finished = false;
+    std::vector<uint16_t> send16, recv16;  // bf16 staging
+  };
+  std::vector<Request> requests_;
+  int base_ = 0;
+  MPI_Datatype bf16_type_ = MPI_DATATYPE_NULL;
+  MPI_Op bf16_op_ = MPI_OP_NULL;
 };
 
 }  // namespace
 
+bool have_nccl_backend() {
+#ifdef VITKD_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
-  if (backend == "mpi" || backend == "auto") return std::make_unique<MpiCommunicator>();
-  throw UserError("dist.backend = \"" + backend + "\" is not available in this build; use \"mpi\"");
+  if (backend == "mpi") return std::make_unique<MpiCommunicator>();
+  if (backend == "nccl") {
+#ifdef VITKD_HAVE_NCCL
+    return make_nccl_communicator();
+#else
+    throw UserError("dist.backend = \"nccl\", but this vitkd was built without NCCL "
+                    "(configure with -DVITKD_WITH_NCCL=ON and CUDA + NCCL installed); use \"mpi\"");
+#endif
+  }
+  if (backend == "auto") {
+#ifdef VITKD_HAVE_NCCL
+    // The model runs on the CPU in a build whose LibTorch lacks CUDA, so NCCL
+    // (device buffers) is only chosen automatically when LibTorch has CUDA.
+#endif
+    return std::make_unique<MpiCommunicator>();
+  }
+  throw UserError("dist.backend = \"" + backend + "\" is not one of \"auto\", \"mpi\", \"nccl\"");
 }
 
 }  // namespace vitkd

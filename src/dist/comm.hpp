@@ -1,33 +1,67 @@
 #pragma once
 // Gradient and parameter communication for the sharded optimizer.
-// Counts are element counts; buffers are the flat fp32 buffers of FlatParams.
+//
+// Buffers are the flat buffers of FlatParams; counts are element counts.
+// The flat buffer is split into contiguous buckets (dist.bucket_mb). A
+// bucket [b0, b1) overlaps the shards of one or a few ranks; its
+// reduce-scatter sends each rank the part of the bucket inside that rank's
+// shard (`counts[r]` elements, in rank order, summing to b1 - b0), averaged
+// over ranks. Done for every bucket, this is exactly one reduce-scatter of the
+// whole padded buffer, so the volume equals the unbucketed one.
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace vitkd {
 
-/// Communication backend over all ranks (MPI on CPUs; NCCL on GPUs, issue 3).
+/// Element type on the wire for gradient reduction.
+enum class WireType { F32, BF16 };
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual std::string name() const = 0;
-  /// Reduce-scatter with averaging: `send` holds world*count elements (the
-  /// whole padded buffer); rank r receives the mean over ranks of elements
-  /// [r*count, (r+1)*count) in `recv` (count elements).
-  virtual void reduce_scatter_avg(const float* send, float* recv, int64_t count) = 0;
+
+  /// Starts the averaged reduce-scatter of one bucket: `send` points at the
+  /// bucket's first element (sum(counts) floats); this rank receives
+  /// counts[rank] floats into `recv`. With WireType::BF16 the values travel
+  /// and are summed as bfloat16 (rounded to nearest even), then widened into
+  /// `recv`. Returns a request id for wait(). `send` and `recv` must stay
+  /// valid and unmodified until wait() returns.
+  virtual int start_reduce_scatter(const float* send, float* recv,
+                                   const std::vector<int64_t>& counts, WireType wire) = 0;
+  /// Drives outstanding requests forward without blocking (call it often
+  /// while computing, e.g. from autograd hooks).
+  virtual void progress() {}
+  /// Blocks until request `id` is complete and its result is in `recv`.
+  virtual void wait(int id) = 0;
+
   /// In-place all-gather: rank r's `count` elements sit at buf + r*count;
   /// afterwards every rank holds all world*count elements.
   virtual void all_gather(float* buf, int64_t count) = 0;
-  /// Bytes this rank has sent so far (per the ring algorithm's volume:
-  /// (P-1)/P of the buffer for each reduce-scatter and all-gather).
+
+  /// Bytes this rank has sent, counted as a ring algorithm sends them:
+  /// (P-1)/P of each reduced bucket and of each all-gathered buffer.
   int64_t bytes_sent() const { return bytes_sent_; }
 
  protected:
   int64_t bytes_sent_ = 0;
 };
 
-/// backend: "mpi" (or "auto" on a machine without GPUs).
+/// backend: "mpi", "nccl", or "auto" (NCCL when this build has it and a GPU
+/// is visible, else MPI). Throws UserError when the request cannot be met.
 std::unique_ptr<Communicator> make_communicator(const std::string& backend);
+
+#ifdef VITKD_HAVE_NCCL
+/// The NCCL backend (dist/nccl_backend.cpp); buffers are device pointers.
+/// Throws UserError (one line) when no CUDA device is visible.
+std::unique_ptr<Communicator> make_nccl_communicator();
+/// Number of visible CUDA devices (0 if the driver is missing).
+int cuda_device_count();
+#endif
+
+/// Whether this build contains the NCCL backend.
+bool have_nccl_backend();
 
 }  // namespace vitkd

@@ -6,9 +6,13 @@
 
 namespace vitkd {
 
-ShardedAdamW::ShardedAdamW(FlatParams& flat, Communicator& comm, int rank)
+ShardedAdamW::ShardedAdamW(FlatParams& flat, torch::nn::Module& module, Communicator& comm,
+                           int rank, const BucketOptions& bopt)
     : flat_(flat), comm_(comm), shard_(flat.shard(rank)), opt_(shard_),
-      grad_shard_(torch::zeros({shard_.size}, torch::kFloat32)) {}
+      grad_shard_(torch::zeros({shard_.size}, torch::kFloat32)) {
+  buckets_ = std::make_unique<GradBuckets>(flat, module, comm, rank, grad_shard_.data_ptr<float>(), bopt);
+  buckets_->begin();
+}
 
 double ShardedAdamW::step(const AdamWHyper& h, double clip, PhaseTimes* times) {
   auto timed = [&](Phase p, auto&& fn) {
@@ -17,9 +21,7 @@ double ShardedAdamW::step(const AdamWHyper& h, double clip, PhaseTimes* times) {
     if (times) times->add(p, seconds_since(t0));
   };
   float* grad = grad_shard_.data_ptr<float>();
-  timed(Phase::CommWait, [&] {
-    comm_.reduce_scatter_avg(flat_.grads.data_ptr<float>(), grad, shard_.size);
-  });
+  timed(Phase::CommWait, [&] { buckets_->finish(); });
   double norm = 0;
   timed(Phase::Optimizer, [&] {
     norm = std::sqrt(allreduce_sum(opt_.grad_sq_norm(grad)));

@@ -1,13 +1,16 @@
 #pragma once
-// ZeRO stage 1: the optimizer step over sharded state. After backward, in the
-// same order on every rank:
-//   1. reduce-scatter of the flat gradient buffer with averaging
-//   2. global gradient norm: the shard's squared norm, one allreduce
-//   3. clip (a scale folded into the update)
-//   4. fused AdamW on this rank's shard
-//   5. all-gather of the updated parameters
+// ZeRO stage 1: the optimizer step over sharded state. In the same order on
+// every rank:
+//   1. backward, with bucketed reduce-scatters of the gradients (averaged)
+//      started from autograd hooks as buckets complete (dist/buckets.hpp)
+//   2. wait for the reduce-scatters
+//   3. global gradient norm: the shard's squared norm, one allreduce
+//   4. clip (a scale folded into the update)
+//   5. fused AdamW on this rank's shard (Kokkos)
+//   6. all-gather of the updated parameters
 #include <memory>
 
+#include "dist/buckets.hpp"
 #include "dist/comm.hpp"
 #include "optim/adamw.hpp"
 #include "optim/flat_params.hpp"
@@ -17,15 +20,19 @@ namespace vitkd {
 
 class ShardedAdamW {
  public:
-  ShardedAdamW(FlatParams& flat, Communicator& comm, int rank);
+  ShardedAdamW(FlatParams& flat, torch::nn::Module& module, Communicator& comm, int rank,
+               const BucketOptions& buckets = BucketOptions());
 
-  /// One optimizer step; returns the global gradient norm (before clipping).
-  /// A non-finite norm skips the update (parameters unchanged) and returns it.
+  /// Call right before backward (arms the gradient buckets).
+  void begin_backward() { buckets_->begin(); }
+  /// Steps 2-6 above; returns the global gradient norm (before clipping).
+  /// A non-finite norm skips the update on every rank (parameters unchanged).
   /// `clip` <= 0 disables clipping. Phases are timed into `times` if given.
   double step(const AdamWHyper& h, double clip, PhaseTimes* times = nullptr);
 
   AdamW& adamw() { return opt_; }
   const Shard& shard() const { return shard_; }
+  const GradBuckets& buckets() const { return *buckets_; }
   /// Optimizer-state bytes on this rank (AdamW moments of the shard).
   int64_t state_bytes() const { return opt_.state_bytes(); }
 
@@ -35,6 +42,7 @@ class ShardedAdamW {
   Shard shard_;
   AdamW opt_;
   torch::Tensor grad_shard_;  ///< fp32 [shard.size]: the averaged gradient of this shard
+  std::unique_ptr<GradBuckets> buckets_;
 };
 
 }  // namespace vitkd
