@@ -159,8 +159,8 @@ ZeroRun run_zero(const BucketOptions& bopt, int steps = 20) {
   out.params = flat.params.narrow(0, 0, flat.numel).clone();
   out.padded = flat.padded;
   out.state_bytes = opt.state_bytes();
-  out.buckets = opt.buckets().count();
-  out.launched_in_backward = opt.buckets().launched_in_backward();
+  out.buckets = opt.bucket_count();
+  out.launched_in_backward = bopt.sharded ? opt.buckets().launched_in_backward() : 0;
   return out;
 }
 
@@ -201,9 +201,10 @@ TEST(MpiZero, ShardedAdamWEqualsSingleRank) {
   ASSERT_NE(odd_model().parameter_count() % 2, 0);
   ASSERT_NE(odd_model().parameter_count() % 3, 0);
   const ZeroRun ref = reference_run();
-  for (int64_t bucket_bytes : {int64_t(25) << 20, int64_t(256)}) {
+  for (int64_t bucket_bytes : {int64_t(25) << 20, int64_t(256), int64_t(-1)}) {
     BucketOptions b;
     b.bucket_bytes = bucket_bytes;
+    b.sharded = bucket_bytes > 0;  // -1: the unsharded allreduce baseline
     const ZeroRun z = run_zero(b);
     for (size_t i = 0; i < ref.norms.size(); ++i)
       EXPECT_NEAR(z.norms[i], ref.norms[i], 1e-5 * ref.norms[i]) << "step " << i;
@@ -216,8 +217,8 @@ TEST(MpiZero, ShardedAdamWEqualsSingleRank) {
       EXPECT_EQ(z.launched_in_backward, z.buckets);  // every bucket started from a hook
     }
     if (world().root())
-      std::printf("[ zero ] P=%d buckets=%lld: relative difference to 1 rank after 20 steps %.2e\n",
-                  world().size, (long long)z.buckets, rel);
+      std::printf("[ zero ] P=%d %s buckets=%lld: relative difference to 1 rank after 20 steps %.2e\n",
+                  world().size, b.sharded ? "zero1" : "allreduce", (long long)z.buckets, rel);
   }
 }
 

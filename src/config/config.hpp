@@ -49,6 +49,7 @@ namespace vitkd {
   X(dist, backend, std::string, "auto", "gradient communication: \"auto\", \"mpi\" or \"nccl\"") \
   X(dist, bucket_mb, double, 25.0, "gradient bucket size in MB (fp32) for the reduce-scatter") \
   X(dist, overlap, bool, true, "start bucket reduce-scatters during backward")              \
+  X(dist, sharding, std::string, "zero1", "\"zero1\" (sharded AdamW) or \"none\" (allreduce baseline)") \
   X(precision, compute, std::string, "bf16", "\"bf16\" (autocast matmuls) or \"fp32\"")     \
   X(precision, reduce, std::string, "fp32", "gradient reduce-scatter type: \"fp32\" or \"bf16\"")
 

@@ -23,6 +23,7 @@ struct BucketOptions {
   int64_t bucket_bytes = 25 << 20;  ///< target bucket size (fp32 bytes)
   WireType wire = WireType::F32;    ///< gradient element type on the wire
   bool overlap = true;              ///< start buckets from autograd hooks
+  bool sharded = true;              ///< false: plain data parallel (allreduce, full AdamW on every rank)
 };
 
 class GradBuckets {

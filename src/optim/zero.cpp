@@ -8,11 +8,20 @@ namespace vitkd {
 
 ShardedAdamW::ShardedAdamW(FlatParams& flat, torch::nn::Module& module, Communicator& comm,
                            int rank, const BucketOptions& bopt)
-    : flat_(flat), comm_(comm), shard_(flat.shard(rank)), opt_(shard_),
-      grad_shard_(torch::zeros({shard_.size}, torch::kFloat32)) {
-  buckets_ = std::make_unique<GradBuckets>(flat, module, comm, rank, grad_shard_.data_ptr<float>(), bopt);
-  buckets_->begin();
+    : flat_(flat), comm_(comm), sharded_(bopt.sharded),
+      shard_(bopt.sharded ? flat.shard(rank) : Shard{0, flat.padded}), opt_(shard_) {
+  if (sharded_) {
+    grad_shard_ = torch::zeros({shard_.size}, torch::kFloat32);
+    buckets_ = std::make_unique<GradBuckets>(flat, module, comm, rank, grad_shard_.data_ptr<float>(), bopt);
+    buckets_->begin();
+  }
 }
+
+void ShardedAdamW::begin_backward() {
+  if (buckets_) buckets_->begin();
+}
+
+int64_t ShardedAdamW::bucket_count() const { return buckets_ ? buckets_->count() : 1; }
 
 double ShardedAdamW::step(const AdamWHyper& h, double clip, PhaseTimes* times) {
   auto timed = [&](Phase p, auto&& fn) {
@@ -20,17 +29,25 @@ double ShardedAdamW::step(const AdamWHyper& h, double clip, PhaseTimes* times) {
     fn();
     if (times) times->add(p, seconds_since(t0));
   };
-  float* grad = grad_shard_.data_ptr<float>();
-  timed(Phase::CommWait, [&] { buckets_->finish(); });
+  float* grad = sharded_ ? grad_shard_.data_ptr<float>() : flat_.grads.data_ptr<float>();
+  timed(Phase::CommWait, [&] {
+    if (sharded_) {
+      buckets_->finish();
+    } else {
+      allreduce_sum_inplace(grad, flat_.padded);
+      flat_.grads.mul_(1.0f / static_cast<float>(world().size));
+    }
+  });
   double norm = 0;
   timed(Phase::Optimizer, [&] {
-    norm = std::sqrt(allreduce_sum(opt_.grad_sq_norm(grad)));
+    const double sq = opt_.grad_sq_norm(grad);
+    norm = std::sqrt(sharded_ ? allreduce_sum(sq) : sq);
     if (!std::isfinite(norm)) return;
     const float scale = (clip > 0 && norm > clip) ? static_cast<float>(clip / (norm + 1e-6)) : 1.0f;
     opt_.step(flat_.params.data_ptr<float>() + shard_.offset, grad,
               flat_.decay_mask.data_ptr<float>() + shard_.offset, scale, h);
   });
-  if (!std::isfinite(norm)) return norm;  // every rank saw the same norm: all skip
+  if (!std::isfinite(norm) || !sharded_) return norm;  // non-finite: every rank skips
   timed(Phase::AllGather, [&] { comm_.all_gather(flat_.params.data_ptr<float>(), shard_.size); });
   return norm;
 }

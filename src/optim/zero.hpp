@@ -8,6 +8,9 @@
 //   4. clip (a scale folded into the update)
 //   5. fused AdamW on this rank's shard (Kokkos)
 //   6. all-gather of the updated parameters
+// With BucketOptions::sharded = false it is plain data parallelism instead
+// (the baseline ZeRO-1 replaces): one allreduce of the whole gradient buffer,
+// the full AdamW state and update on every rank, no all-gather.
 #include <memory>
 
 #include "dist/buckets.hpp"
@@ -24,7 +27,7 @@ class ShardedAdamW {
                const BucketOptions& buckets = BucketOptions());
 
   /// Call right before backward (arms the gradient buckets).
-  void begin_backward() { buckets_->begin(); }
+  void begin_backward();
   /// Steps 2-6 above; returns the global gradient norm (before clipping).
   /// A non-finite norm skips the update on every rank (parameters unchanged).
   /// `clip` <= 0 disables clipping. Phases are timed into `times` if given.
@@ -32,13 +35,16 @@ class ShardedAdamW {
 
   AdamW& adamw() { return opt_; }
   const Shard& shard() const { return shard_; }
+  /// Gradient buckets (sharded mode only).
   const GradBuckets& buckets() const { return *buckets_; }
+  int64_t bucket_count() const;
   /// Optimizer-state bytes on this rank (AdamW moments of the shard).
   int64_t state_bytes() const { return opt_.state_bytes(); }
 
  private:
   FlatParams& flat_;
   Communicator& comm_;
+  bool sharded_;
   Shard shard_;
   AdamW opt_;
   torch::Tensor grad_shard_;  ///< fp32 [shard.size]: the averaged gradient of this shard

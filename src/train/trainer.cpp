@@ -191,14 +191,16 @@ int train_main(const Config& cfg, const std::string& origin) {
   bopt.bucket_bytes = static_cast<int64_t>(cfg.dist_bucket_mb * 1024 * 1024);
   bopt.wire = cfg.precision_reduce == "bf16" ? WireType::BF16 : WireType::F32;
   bopt.overlap = cfg.dist_overlap;
+  bopt.sharded = cfg.dist_sharding == "zero1";
   ShardedAdamW opt(flat, *student, *comm, w.rank, bopt);
   const Shard shard = opt.shard();
   log0("%s: %s\n", distill ? "student" : "model", spec.describe().c_str());
-  log0("communication: %s backend, %lld gradient bucket(s) of <= %.1f MB, %s reduce, overlap %s\n",
-       comm->name().c_str(), (long long)opt.buckets().count(), cfg.dist_bucket_mb,
+  log0("communication: %s backend, %s, %lld gradient bucket(s) of <= %.1f MB, %s reduce, overlap %s\n",
+       comm->name().c_str(), bopt.sharded ? "ZeRO-1 sharded AdamW" : "allreduce (unsharded)",
+       (long long)opt.bucket_count(), cfg.dist_bucket_mb,
        cfg.precision_reduce.c_str(), cfg.dist_overlap ? "on" : "off");
   log0("memory per rank: parameters %lld B, gradients %lld B, optimizer state %lld B (shard %lld of %lld elements)\n",
-       (long long)(flat.padded * 4), (long long)(flat.padded * 4 + shard.size * 4),
+       (long long)(flat.padded * 4), (long long)(flat.padded * 4 + (bopt.sharded ? shard.size * 4 : 0)),
        (long long)opt.state_bytes(), (long long)shard.size, (long long)flat.padded);
 
   // ---- data ------------------------------------------------------------------
@@ -371,7 +373,7 @@ int train_main(const Config& cfg, const std::string& origin) {
         .set("teacher_parameters", distill ? teacher_info.spec.parameter_count() : int64_t(0))
         .set("optimizer_bytes_per_rank", opt.state_bytes())
         .set("parameter_bytes_per_rank", flat.padded * int64_t(4))
-        .set("gradient_bytes_per_rank", (flat.padded + shard.size) * int64_t(4))
+        .set("gradient_bytes_per_rank", (flat.padded + (cfg.dist_sharding == "zero1" ? shard.size : 0)) * int64_t(4))
         .set("comm_bytes_sent_rank0", comm->bytes_sent())
         .set("comm_backend", comm->name())
         .set("final_loss", last_loss)
