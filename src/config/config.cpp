@@ -217,6 +217,10 @@ void validate_config(const Config& c, const std::string& origin) {
   one_of("precision.reduce", c.precision_reduce, {"fp32", "bf16"});
   one_of("dist.backend", c.dist_backend, {"auto", "mpi", "nccl"});
   one_of("dist.sharding", c.dist_sharding, {"zero1", "none"});
+  one_of("sift.criterion", c.sift_criterion, {"ce", "kd"});
+  if (!(c.sift_beta >= 0)) bad("sift.beta", "must be >= 0 (0 keeps every sample), got " + std::to_string(c.sift_beta));
+  if (c.sift_history < 1) bad("sift.history", "must be at least 1, got " + std::to_string(c.sift_history));
+  if (c.sift_delay < 0) bad("sift.delay", "must be >= 0");
   if (!(c.dist_bucket_mb > 0)) bad("dist.bucket_mb", "must be > 0");
   if (c.run_out_dir.empty()) bad("run.out_dir", "must not be empty");
   if (c.data_batch_size < 1) bad("data.batch_size", "must be at least 1, got " + std::to_string(c.data_batch_size));

@@ -46,6 +46,12 @@ namespace vitkd {
   X(optim, beta1, double, 0.9, "AdamW beta1")                                              \
   X(optim, beta2, double, 0.999, "AdamW beta2")                                            \
   X(optim, eps, double, 1e-8, "AdamW epsilon")                                             \
+  X(sift, enabled, bool, false, "train only on samples whose loss ranks high in the history") \
+  X(sift, beta, double, 1.0, "keep probability pct^beta; expected kept fraction 1/(1+beta)")  \
+  X(sift, history, int64_t, 500, "losses kept in the history (all ranks' samples)")          \
+  X(sift, delay, int64_t, 1000, "optimizer steps before sifting starts")                     \
+  X(sift, criterion, std::string, "ce", "\"ce\" (student CE picks, teacher on kept only) or \"kd\"") \
+  X(sift, trace, bool, false, "write every decision to out_dir/sift_trace.txt (epoch index loss kept)") \
   X(dist, backend, std::string, "auto", "gradient communication: \"auto\", \"mpi\" or \"nccl\"") \
   X(dist, bucket_mb, double, 25.0, "gradient bucket size in MB (fp32) for the reduce-scatter") \
   X(dist, overlap, bool, true, "start bucket reduce-scatters during backward")              \

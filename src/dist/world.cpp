@@ -65,6 +65,22 @@ int64_t allreduce_sum(int64_t v) {
   VK_CHECK(MPI, MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
   return out;
 }
+int64_t allreduce_min(int64_t v) {
+  int64_t out = 0;
+  VK_CHECK(MPI, MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD));
+  return out;
+}
+std::vector<double> allgatherv(const std::vector<double>& mine) {
+  const int P = g_world.size;
+  int n = static_cast<int>(mine.size());
+  std::vector<int> counts(P), displs(P, 0);
+  VK_CHECK(MPI, MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  for (int r = 1; r < P; ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  std::vector<double> all(static_cast<size_t>(displs[P - 1] + counts[P - 1]));
+  VK_CHECK(MPI, MPI_Allgatherv(mine.data(), n, MPI_DOUBLE, all.data(), counts.data(), displs.data(),
+                               MPI_DOUBLE, MPI_COMM_WORLD));
+  return all;
+}
 double allreduce_max(double v) {
   double out = 0;
   VK_CHECK(MPI, MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));

@@ -33,6 +33,9 @@ double allreduce_max(double v);
 void allreduce_sum_inplace(float* data, int64_t count);
 void allreduce_sum_inplace(double* data, int64_t count);
 void broadcast_bytes(void* data, int64_t bytes, int root);
+int64_t allreduce_min(int64_t v);
+/// Concatenation of every rank's vector, in rank order, on every rank.
+std::vector<double> allgatherv(const std::vector<double>& mine);
 /// Gathers one double per rank onto every rank.
 std::vector<double> allgather(double v);
 

@@ -3,8 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -20,6 +22,7 @@
 #include "optim/adamw.hpp"
 #include "optim/flat_params.hpp"
 #include "optim/zero.hpp"
+#include "sift/sifter.hpp"
 #include "train/timing.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
@@ -111,6 +114,53 @@ torch::Tensor batch_labels(const Batch& b) {
   return torch::from_blob(const_cast<int32_t*>(b.labels.data()), {b.size()}, torch::kInt32)
       .to(torch::kLong);
 }
+
+// Samples waiting for a training step: normalized inputs, labels and (with
+// the kd sifting criterion) the teacher logits computed during selection.
+struct PoolTake {
+  torch::Tensor x, y, t;  ///< [n,C,H,W], [n], [n,K] or undefined
+};
+class SamplePool {
+ public:
+  int64_t size() const { return size_; }
+  void add(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& t) {
+    if (x.size(0) == 0) return;
+    xs_.push_back(x);
+    ys_.push_back(y);
+    ts_.push_back(t);
+    size_ += x.size(0);
+  }
+  /// Removes and returns the first n samples (n <= size()).
+  PoolTake take(int64_t n) {
+    PoolTake out;
+    if (n == 0) return out;
+    auto cat = [](std::vector<torch::Tensor>& v) {
+      return v.size() == 1 ? v[0] : torch::cat(v, 0);
+    };
+    auto x = cat(xs_), y = cat(ys_);
+    const bool has_t = ts_.front().defined();
+    torch::Tensor t = has_t ? cat(ts_) : torch::Tensor();
+    out.x = x.narrow(0, 0, n);
+    out.y = y.narrow(0, 0, n);
+    if (has_t) out.t = t.narrow(0, 0, n);
+    xs_.clear();
+    ys_.clear();
+    ts_.clear();
+    size_ -= n;
+    if (size_ > 0) add_rest(x.narrow(0, n, size_), y.narrow(0, n, size_),
+                            has_t ? t.narrow(0, n, size_) : torch::Tensor());
+    return out;
+  }
+
+ private:
+  void add_rest(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& t) {
+    xs_.push_back(x);
+    ys_.push_back(y);
+    ts_.push_back(t);
+  }
+  std::vector<torch::Tensor> xs_, ys_, ts_;
+  int64_t size_ = 0;
+};
 
 // Distributed top-1 over the whole test split.
 double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, bool bf16) {
@@ -241,6 +291,22 @@ int train_main(const Config& cfg, const std::string& origin) {
        (long long)cfg.optim_warmup_steps);
   log0("setup took %.1f s\n", seconds_since(t_setup));
 
+  // ---- sifting ---------------------------------------------------------------
+  const bool sift_on = cfg.sift_enabled;
+  const bool sift_kd = cfg.sift_criterion == "kd" && distill;
+  Sifter sifter(cfg.sift_beta, cfg.sift_history, static_cast<uint64_t>(cfg.run_seed));
+  if (sift_on)
+    log0("sifting: beta %.2f (expected kept fraction %.2f), history %lld, from step %lld, criterion %s\n",
+         cfg.sift_beta, 1.0 / (1.0 + cfg.sift_beta), (long long)cfg.sift_history,
+         (long long)cfg.sift_delay, sift_kd ? "kd (teacher on every sample)" : "ce (teacher on kept samples only)");
+
+  FILE* sift_trace = nullptr;
+  if (sift_on && cfg.sift_trace && w.root()) {
+    const std::string path = cfg.run_out_dir + "/sift_trace.txt";
+    sift_trace = std::fopen(path.c_str(), "w");
+    VK_CHECK(FILE, sift_trace != nullptr);
+  }
+
   // ---- loop ------------------------------------------------------------------
   PhaseTimes times;
   int64_t step = 0, bad_steps = 0, samples_seen = 0, samples_trained = 0, teacher_forwards = 0;
@@ -250,63 +316,160 @@ int train_main(const Config& cfg, const std::string& origin) {
   int64_t epochs_done = 0;
   const auto t_train = Clock::now();
   auto t_window = Clock::now();
-  int64_t window_samples = 0;
+  int64_t window_samples = 0, window_seen = 0, window_kept = 0;
   bool stop = false;
   student->train();
+  SamplePool pool;
 
-  for (int64_t epoch = 0; epoch < cfg.train_epochs && !stop; ++epoch) {
-    train.begin_epoch(epoch);
-    for (;;) {
-      times.next_step();
-      std::optional<Batch> b;
-      torch::Tensor x, y;
-      {
-        ScopedPhase ph(times, Phase::DataWait);
-        b = train.next();
-        if (!b) break;
-        x = batch_input(*b, meta, aug);
-        y = batch_labels(*b);
-      }
-      const int64_t n = b->size();
-      // Weight so the averaged gradient is the mean over the global batch's R samples.
-      const double weight = b->global_size > 0 ? double(n) * w.size / double(b->global_size) : 0.0;
-      torch::Tensor t_logits;
-      if (distill && n > 0) {
+  // One optimizer step on `n` pooled samples of a global step of `global_n`.
+  auto train_step = [&](int64_t n, int64_t global_n) {
+    PoolTake take = pool.take(n);
+    const double weight = global_n > 0 ? double(n) * w.size / double(global_n) : 0.0;
+    if (n > 0) {
+      if (distill && !take.t.defined()) {
         ScopedPhase ph(times, Phase::TeacherForward);
         torch::NoGradGuard ng;
+        AutocastBf16 ac(bf16);
+        take.t = teacher->forward(take.x).prediction().to(torch::kFloat32);
+        teacher_forwards += n;
+      }
+      torch::Tensor loss;
+      {
+        ScopedPhase ph(times, Phase::StudentForward);
+        AutocastBf16 ac(bf16);
+        ViTOutput out = student->forward(take.x);
+        auto per = distill ? distill_loss_per_sample(out, take.t, take.y, dspec)
+                           : teacher_loss_per_sample(out, take.y);
+        loss = per.mean();
+      }
+      ScopedPhase ph(times, Phase::Backward);
+      opt.begin_backward();
+      (loss * weight).backward();
+      loss_acc += loss.item<double>() * n;
+      loss_n += n;
+    } else {
+      opt.begin_backward();
+    }
+    samples_trained += global_n;
+    window_samples += global_n;
+    lr = schedule_lr(double(samples_seen), warmup_samples, total_samples, cfg.optim_lr, cfg.optim_min_lr);
+    const AdamWHyper h{lr, cfg.optim_beta1, cfg.optim_beta2, cfg.optim_eps, cfg.optim_weight_decay};
+    const double gnorm = opt.step(h, cfg.optim_grad_clip, &times);
+    if (!std::isfinite(gnorm)) ++bad_steps;
+    flat.zero_grad();
+    ++step;
+  };
+
+  // Reads one batch into the pool, sifted or whole; false at the end of the epoch.
+  auto fill_once = [&](bool sifting) -> bool {
+    std::optional<Batch> b;
+    torch::Tensor x, y;
+    {
+      ScopedPhase ph(times, Phase::DataWait);
+      b = train.next();
+      if (!b) return false;
+      x = batch_input(*b, meta, aug);
+      y = batch_labels(*b);
+    }
+    samples_seen += b->global_size;
+    window_seen += b->global_size;
+    if (!sifting) {
+      pool.add(x, y, torch::Tensor());
+      window_kept += b->global_size;
+      return true;
+    }
+    // Selection pass (no grad): per-sample losses of every rank's samples.
+    torch::Tensor per, t_logits;
+    const int64_t n = b->size();
+    if (n > 0) {
+      torch::NoGradGuard ng;
+      if (sift_kd) {
+        ScopedPhase ph(times, Phase::TeacherForward);
         AutocastBf16 ac(bf16);
         t_logits = teacher->forward(x).prediction().to(torch::kFloat32);
         teacher_forwards += n;
       }
-      torch::Tensor loss;
-      if (n > 0) {
-        {
-          ScopedPhase ph(times, Phase::StudentForward);
-          AutocastBf16 ac(bf16);
-          ViTOutput out = student->forward(x);
-          auto per = distill ? distill_loss_per_sample(out, t_logits, y, dspec)
-                             : teacher_loss_per_sample(out, y);
-          loss = per.mean();
-        }
-        ScopedPhase ph(times, Phase::Backward);
-        opt.begin_backward();
-        (loss * weight).backward();
-        loss_acc += loss.item<double>() * n;
-        loss_n += n;
-      }
-      const int64_t global_n = b->global_size;
-      samples_seen += global_n;
-      samples_trained += global_n;
-      window_samples += global_n;
-      lr = schedule_lr(double(samples_seen), warmup_samples, total_samples, cfg.optim_lr,
-                       cfg.optim_min_lr);
-      const AdamWHyper h{lr, cfg.optim_beta1, cfg.optim_beta2, cfg.optim_eps, cfg.optim_weight_decay};
-      const double gnorm = opt.step(h, cfg.optim_grad_clip, &times);
-      if (!std::isfinite(gnorm)) ++bad_steps;
-      flat.zero_grad();
-      ++step;
+      ScopedPhase ph(times, Phase::SiftForward);
+      AutocastBf16 ac(bf16);
+      ViTOutput out = student->forward(x);
+      per = sift_kd ? distill_loss_per_sample(out, t_logits, y, dspec)
+                    : cross_entropy_per_sample(out.prediction(), y);
+    }
+    // Test-only fault injection: VITKD_TEST_SIFT_ZERO_LOSS_RANK=r gives rank r
+    // zero losses, so it keeps (almost) nothing for many batches.
+    static const int zero_rank = [] {
+      const char* v = std::getenv("VITKD_TEST_SIFT_ZERO_LOSS_RANK");
+      return v ? std::atoi(v) : -1;
+    }();
+    if (zero_rank == w.rank && n > 0) per = torch::zeros_like(per);
+    std::vector<double> mine(2 * n);
+    for (int64_t i = 0; i < n; ++i) {
+      mine[2 * i] = static_cast<double>(b->indices[i]);
+      mine[2 * i + 1] = per[i].item<double>();
+    }
+    // Every rank pushes the same losses in the same order (by sample index).
+    std::vector<double> all = allgatherv(mine);
+    std::vector<std::pair<int64_t, double>> pairs;
+    for (size_t i = 0; i + 1 < all.size(); i += 2) pairs.emplace_back(int64_t(all[i]), all[i + 1]);
+    std::sort(pairs.begin(), pairs.end());
+    std::vector<int64_t> idx;
+    std::vector<double> losses;
+    for (auto& p : pairs) {
+      idx.push_back(p.first);
+      losses.push_back(p.second);
+    }
+    const auto keep = sifter.select(idx, losses, b->epoch);
+    if (sift_trace)
+      for (size_t i = 0; i < idx.size(); ++i)
+        std::fprintf(sift_trace, "%lld %lld %.9g %d\n", (long long)b->epoch, (long long)idx[i],
+                     losses[i], int(keep[i]));
+    int64_t kept_global = 0;
+    for (auto k : keep) kept_global += k;
+    window_kept += kept_global;
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < n; ++i) {
+      auto it = std::lower_bound(idx.begin(), idx.end(), b->indices[i]);
+      if (keep[it - idx.begin()]) rows.push_back(i);
+    }
+    if (!rows.empty()) {
+      auto sel = torch::tensor(rows, torch::kLong);
+      pool.add(x.index_select(0, sel), y.index_select(0, sel),
+               t_logits.defined() ? t_logits.index_select(0, sel) : torch::Tensor());
+    }
+    return true;
+  };
 
-      if (step % cfg.train_log_every_steps == 0 || step == total_steps) {
+  for (int64_t epoch = 0; epoch < cfg.train_epochs && !stop; ++epoch) {
+    train.begin_epoch(epoch);
+    bool exhausted = false;
+    while (!exhausted) {
+      times.next_step();
+      const bool sifting = sift_on && step >= cfg.sift_delay;
+      if (!sifting) {
+        // Plain data parallelism: each step trains on exactly one global batch.
+        exhausted = !fill_once(false);
+        if (exhausted) break;
+        train_step(pool.size(), allreduce_sum(pool.size()));
+      } else {
+        // Kept samples accumulate until every rank has a full batch; all
+        // ranks decide together (an allreduce), so none can wait alone.
+        while (allreduce_min(pool.size()) < cfg.data_batch_size) {
+          if (!fill_once(true)) {
+            exhausted = true;
+            break;
+          }
+        }
+        if (exhausted) {
+          // End of the epoch: flush every rank's leftover in one last step.
+          const int64_t left = allreduce_sum(pool.size());
+          if (left == 0) break;
+          train_step(pool.size(), left);
+        } else {
+          train_step(cfg.data_batch_size, cfg.data_batch_size * w.size);
+        }
+      }
+
+      if (step % cfg.train_log_every_steps == 0) {
         double sums[2] = {loss_acc, loss_n};
         allreduce_sum_inplace(sums, 2);
         last_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
@@ -314,12 +477,17 @@ int train_main(const Config& cfg, const std::string& origin) {
         const double dt = seconds_since(t_window);
         const double ips = dt > 0 ? window_samples / dt : 0;
         const double elapsed = seconds_since(t_train);
-        const double eta = elapsed / step * (total_steps - step);
-        log0("step %lld/%lld | epoch %lld/%lld | loss %.4f | lr %.2e | %.0f img/s | ETA %s\n",
+        const double done = std::min(1.0, samples_seen / total_samples);
+        const double eta = done > 0 ? elapsed * (1.0 - done) / done : 0.0;
+        const int64_t tf = allreduce_sum(teacher_forwards);
+        log0("step %lld/%lld | epoch %lld/%lld | loss %.4f | lr %.2e | seen %lld | trained %lld | kept %.2f | "
+             "teacher fwd %lld | %.0f img/s | ETA %s\n",
              (long long)step, (long long)total_steps, (long long)epoch + 1,
-             (long long)cfg.train_epochs, last_loss, lr, ips, fmt_duration(eta).c_str());
+             (long long)cfg.train_epochs, last_loss, lr, (long long)samples_seen,
+             (long long)samples_trained, window_seen ? double(window_kept) / window_seen : 0.0,
+             (long long)tf, ips, fmt_duration(eta).c_str());
         t_window = Clock::now();
-        window_samples = 0;
+        window_samples = window_seen = window_kept = 0;
       }
       if (step >= total_steps) {
         stop = true;
@@ -335,6 +503,12 @@ int train_main(const Config& cfg, const std::string& origin) {
       log0("epoch %lld: test top-1 %.4f\n", (long long)epoch + 1, test_top1);
     }
   }
+  {
+    double sums[2] = {loss_acc, loss_n};
+    allreduce_sum_inplace(sums, 2);
+    if (sums[1] > 0) last_loss = sums[0] / sums[1];
+  }
+  if (sift_trace) std::fclose(sift_trace);
   const double train_seconds = seconds_since(t_train);
   const double eval_seconds = allreduce_max(times.total[static_cast<int>(Phase::Eval)]);
   const double ips = samples_trained / std::max(1e-9, train_seconds - eval_seconds);
