@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench.hpp"
 #include "config/config.hpp"
 #include "data/dataset.hpp"
 #include "dist/world.hpp"
@@ -21,6 +22,7 @@ const char* kUsage =
     "  train CONFIG.toml [--set section.key=value ...]   train a teacher or distill a student\n"
     "  prepare fashion-mnist --out FILE.h5 [--source DIR]\n"
     "  prepare synthetic --out FILE.h5 [--train N --test N --size S --channels C --classes K --seed S]\n"
+    "  bench gemm|comm [...]                              measure matrix-product and communication rates\n"
     "  keys                                               list every configuration key and default\n"
     "  version\n"
     "Launch with mpirun/srun for several ranks. Exit codes: 0 ok, 1 runtime failure,\n"
@@ -46,6 +48,7 @@ int run(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (cmd == "prepare") return prepare_main(rest);
+  if (cmd == "bench") return bench_main(rest);
   if (cmd == "train") {
     if (rest.empty() || rest[0].rfind("--", 0) == 0)
       throw UserError("train: missing CONFIG.toml; usage: vitkd train CONFIG.toml [--set section.key=value ...]");
@@ -63,7 +66,7 @@ int run(const std::vector<std::string>& args) {
     const Config cfg = load_config(rest[0], overrides);
     return train_main(cfg, rest[0]);
   }
-  std::vector<std::string> cmds{"train", "prepare", "keys", "version", "help"};
+  std::vector<std::string> cmds{"train", "prepare", "bench", "keys", "version", "help"};
   const std::string n = nearest(cmd, cmds);
   throw UserError("unknown command '" + cmd + "'" + (n.empty() ? "" : " (did you mean '" + n + "'?)") +
                   "; run `vitkd help`");

@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "bench/bench.hpp"
 #include "data/augment.hpp"
 #include "data/loader.hpp"
 #include "dist/comm.hpp"
@@ -289,6 +290,15 @@ int train_main(const Config& cfg, const std::string& origin) {
   log0("schedule: %lld steps (%lld per epoch, global batch %lld), warm-up %lld steps\n",
        (long long)total_steps, (long long)steps_per_epoch, (long long)G,
        (long long)cfg.optim_warmup_steps);
+  // MFU ceiling: the bf16 matrix-product rate of one core (vitkd bench gemm).
+  double ceiling = cfg.train_mfu_ceiling;
+  if (ceiling <= 0) ceiling = allreduce_sum(measure_gemm_bf16_flops(0.5) / threads) / w.size;
+  // Training FLOPs per trained sample: student forward + backward (3x forward)
+  // plus the teacher's forward when distilling (matrix products only).
+  const double flops_per_sample =
+      3.0 * spec.forward_flops() + (distill ? teacher_info.spec.forward_flops() : 0.0);
+  log0("FLOPs per trained sample %.3g; bf16 ceiling %.1f GFLOP/s per core\n", flops_per_sample,
+       ceiling / 1e9);
   log0("setup took %.1f s\n", seconds_since(t_setup));
 
   // ---- sifting ---------------------------------------------------------------
@@ -542,6 +552,9 @@ int train_main(const Config& cfg, const std::string& origin) {
         .set("samples_trained", samples_trained)
         .set("images_per_second", ips)
         .set("parameters", spec.parameter_count())
+        .set("mfu_bf16", flops_per_sample * ips / (ceiling * threads * w.size))
+        .set("flops_per_sample", flops_per_sample)
+        .set("gemm_bf16_flops_per_core", ceiling)
         .set("kept_fraction", samples_seen ? double(samples_trained) / samples_seen : 0.0)
         .set("teacher_forwards", teacher_forwards_total)
         .set("teacher_parameters", distill ? teacher_info.spec.parameter_count() : int64_t(0))

@@ -1,0 +1,111 @@
+#include "bench/bench.hpp"
+
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <map>
+
+#include "dist/comm.hpp"
+#include "dist/world.hpp"
+#include "io/json.hpp"
+#include "train/timing.hpp"
+#include "util/error.hpp"
+
+namespace vitkd {
+namespace {
+
+// FLOP/s of C[m,n] = A[m,k] B[k,n] in `dtype`, repeated for about `seconds`.
+double gemm_rate(int64_t m, int64_t k, int64_t n, torch::ScalarType dtype, double seconds) {
+  auto a = torch::randn({m, k}).to(dtype), b = torch::randn({k, n}).to(dtype);
+  auto c = torch::matmul(a, b);  // warm-up (oneDNN kernel creation)
+  int64_t iters = 0;
+  const auto t0 = Clock::now();
+  double dt = 0;
+  do {
+    torch::matmul_out(c, a, b);
+    ++iters;
+    dt = seconds_since(t0);
+  } while (dt < seconds);
+  return 2.0 * m * k * n * iters / dt;
+}
+
+int64_t flag(const std::map<std::string, std::string>& f, const char* k, int64_t def) {
+  auto it = f.find(k);
+  return it == f.end() ? def : std::stoll(it->second);
+}
+
+int bench_gemm(const std::map<std::string, std::string>& f) {
+  torch::set_num_threads(static_cast<int>(flag(f, "threads", 1)));
+  const double secs = flag(f, "millis", 1000) / 1000.0;
+  struct Shape { const char* what; int64_t m, k, n; };
+  // Tokens per batch: 64 samples x 50 tokens (28x28, patch 4, + class token).
+  const std::vector<Shape> shapes = {
+      {"teacher qkv   (3200x192 * 192x576)", 3200, 192, 576},
+      {"teacher mlp   (3200x192 * 192x768)", 3200, 192, 768},
+      {"teacher mlp2  (3200x768 * 768x192)", 3200, 768, 192},
+      {"student mlp   (3200x96 * 96x384)", 3200, 96, 384},
+      {"large square  (2048^3)", 2048, 2048, 2048},
+  };
+  JsonObject out;
+  log0("%-40s %14s %14s\n", "shape", "bf16 GFLOP/s", "fp32 GFLOP/s");
+  for (const auto& s : shapes) {
+    const double bf = gemm_rate(s.m, s.k, s.n, torch::kBFloat16, secs);
+    const double fp = gemm_rate(s.m, s.k, s.n, torch::kFloat32, secs);
+    log0("%-40s %14.1f %14.1f\n", s.what, bf / 1e9, fp / 1e9);
+    if (std::string(s.what).rfind("large", 0) == 0) {
+      out.set("gemm_bf16_flops_per_core", bf / torch::get_num_threads());
+      out.set("gemm_fp32_flops_per_core", fp / torch::get_num_threads());
+    }
+  }
+  if (f.count("out") && world().root()) out.write(f.at("out"));
+  return kExitOk;
+}
+
+int bench_comm(const std::map<std::string, std::string>& f) {
+  const int64_t n = flag(f, "elements", 2684576);  // the teacher's parameter count
+  const int64_t iters = flag(f, "iters", 20);
+  const int P = world().size;
+  const int64_t S = (n + P - 1) / P;
+  std::vector<float> send(S * P, 1.0f), recv(S), gather(S * P, 0.0f);
+  auto comm = make_communicator("mpi");
+  std::vector<int64_t> counts(P, S);
+  log0("%-28s %12s %12s\n", "operation (" + std::to_string(S * P) + " floats)", "ms", "GB/s");
+  for (WireType wire : {WireType::F32, WireType::BF16}) {
+    barrier();
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < iters; ++i) comm->wait(comm->start_reduce_scatter(send.data(), recv.data(), counts, wire));
+    const double ms = allreduce_max(seconds_since(t0)) / iters * 1e3;
+    const double gb = (P - 1.0) / P * S * P * (wire == WireType::BF16 ? 2 : 4) / (ms * 1e-3) / 1e9;
+    log0("%-28s %12.2f %12.2f\n", wire == WireType::BF16 ? "reduce-scatter bf16" : "reduce-scatter fp32", ms, gb);
+  }
+  barrier();
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < iters; ++i) comm->all_gather(gather.data(), S);
+  const double ms = allreduce_max(seconds_since(t0)) / iters * 1e3;
+  log0("%-28s %12.2f %12.2f\n", "all-gather fp32", ms, (P - 1.0) / P * S * P * 4 / (ms * 1e-3) / 1e9);
+  return kExitOk;
+}
+
+}  // namespace
+
+double measure_gemm_bf16_flops(double seconds) {
+  return gemm_rate(2048, 2048, 2048, torch::kBFloat16, seconds);
+}
+
+int bench_main(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: vitkd bench gemm [--threads T --millis MS --out FILE.json]\n"
+      "       vitkd bench comm [--elements N --iters K]   (under mpirun)";
+  if (args.empty()) throw UserError(std::string("bench: what to measure?\n") + usage);
+  std::map<std::string, std::string> f;
+  for (size_t i = 1; i < args.size(); i += 2) {
+    if (args[i].rfind("--", 0) != 0 || i + 1 >= args.size())
+      throw UserError("bench: unexpected argument '" + args[i] + "'\n" + usage);
+    f[args[i].substr(2)] = args[i + 1];
+  }
+  if (args[0] == "gemm") return bench_gemm(f);
+  if (args[0] == "comm") return bench_comm(f);
+  throw UserError("bench: unknown benchmark '" + args[0] + "'; expected 'gemm' or 'comm'\n" + usage);
+}
+
+}  // namespace vitkd
