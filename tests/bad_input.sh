@@ -112,6 +112,10 @@ expect out_dir_unwritable 2 "is not writable" -- run2 "${base[@]}" --set run.out
 # World size differs from the launcher's.
 expect slurm_ntasks 2 "but SLURM_NTASKS=3" -- env SLURM_NTASKS=3 $MPIEXEC $MPIEXEC_NUMPROC_FLAG 2 \
   $MPIEXEC_PREFLAGS -x SLURM_NTASKS "$VITKD" "${base[@]}" "${keep[@]}"
+# NCCL requested on a machine without a GPU (or a build without NCCL): one clear line.
+expect nccl_without_gpu 2 'dist.backend = "nccl"' -- run2 "${base[@]}" "${keep[@]}" --set dist.backend=nccl
+expect bad_beta 2 "sift.beta" -- run2 "${base[@]}" "${keep[@]}" --set sift.beta=-1
+expect zero_history 2 "sift.history" -- run2 "${base[@]}" "${keep[@]}" --set sift.history=0
 # Command line.
 expect unknown_command 2 "did you mean 'train'" -- "$VITKD" trian
 expect bad_set 2 "expected section.key=value" -- "$VITKD" "${base[@]}" --set nodot

@@ -248,6 +248,7 @@ void validate_config(const Config& c, const std::string& origin) {
   if (c.train_max_steps < 0) bad("train.max_steps", "must be >= 0 (0 = no limit)");
   if (c.train_eval_every_epochs < 0) bad("train.eval_every_epochs", "must be >= 0");
   if (c.train_log_every_steps < 1) bad("train.log_every_steps", "must be at least 1");
+  if (c.train_timing_every_steps < 1) bad("train.timing_every_steps", "must be at least 1");
   if (!(c.train_mfu_ceiling >= 0)) bad("train.mfu_ceiling", "must be >= 0 (0 = measure)");
   if (c.train_threads < 0) bad("train.threads", "must be >= 0 (0 = automatic)");
   if (!(c.optim_lr > 0)) bad("optim.lr", "must be > 0");

@@ -38,6 +38,7 @@ namespace vitkd {
   X(train, eval_every_epochs, int64_t, 1, "test top-1 every N epochs (0 = only at the end)") \
   X(train, log_every_steps, int64_t, 50, "progress line every N steps (rank 0)")           \
   X(train, threads, int64_t, 0, "compute threads per rank (0 = cores / ranks on the node)") \
+  X(train, timing_every_steps, int64_t, 50, "append the timing log (timing.h5) every N steps") \
   X(train, mfu_ceiling, double, 0.0, "bf16 FLOP/s per core for MFU (0 = measure 1 s at start-up)") \
   X(optim, lr, double, 1e-3, "peak learning rate")                                         \
   X(optim, weight_decay, double, 0.05, "AdamW decoupled weight decay")                     \

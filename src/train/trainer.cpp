@@ -19,6 +19,7 @@
 #include "distill/loss.hpp"
 #include "io/checkpoint.hpp"
 #include "io/json.hpp"
+#include "io/timing_log.hpp"
 #include "model/vit.hpp"
 #include "optim/adamw.hpp"
 #include "optim/flat_params.hpp"
@@ -299,6 +300,16 @@ int train_main(const Config& cfg, const std::string& origin) {
       3.0 * spec.forward_flops() + (distill ? teacher_info.spec.forward_flops() : 0.0);
   log0("FLOPs per trained sample %.3g; bf16 ceiling %.1f GFLOP/s per core\n", flops_per_sample,
        ceiling / 1e9);
+  TimingLogAttrs ta;
+  ta.mode = cfg.run_mode;
+  ta.model = spec.describe();
+  ta.parameters = spec.parameter_count();
+  ta.teacher_parameters = distill ? teacher_info.spec.parameter_count() : 0;
+  ta.bytes_per_rank = flat.padded * 4 * 2 + opt.state_bytes() + (bopt.sharded ? shard.size * 4 : 0);
+  ta.threads_per_rank = threads;
+  ta.flops_per_sample = flops_per_sample;
+  ta.gemm_bf16_flops_per_core = ceiling;
+  TimingLog tlog(cfg.run_out_dir + "/timing.h5", ta, cfg.train_timing_every_steps);
   log0("setup took %.1f s\n", seconds_since(t_setup));
 
   // ---- sifting ---------------------------------------------------------------
@@ -320,7 +331,8 @@ int train_main(const Config& cfg, const std::string& origin) {
   // ---- loop ------------------------------------------------------------------
   PhaseTimes times;
   int64_t step = 0, bad_steps = 0, samples_seen = 0, samples_trained = 0, teacher_forwards = 0;
-  double loss_acc = 0, loss_n = 0, last_loss = NAN, lr = 0;
+  double loss_acc = 0, loss_n = 0, last_loss = NAN, lr = 0, step_loss = NAN;
+  int64_t step_n = 0;
   double test_top1 = -1;
   std::vector<double> top1_per_epoch;
   int64_t epochs_done = 0;
@@ -355,9 +367,13 @@ int train_main(const Config& cfg, const std::string& origin) {
       ScopedPhase ph(times, Phase::Backward);
       opt.begin_backward();
       (loss * weight).backward();
-      loss_acc += loss.item<double>() * n;
+      step_loss = loss.item<double>();
+      step_n = n;
+      loss_acc += step_loss * n;
       loss_n += n;
     } else {
+      step_loss = NAN;
+      step_n = 0;
       opt.begin_backward();
     }
     samples_trained += global_n;
@@ -454,6 +470,8 @@ int train_main(const Config& cfg, const std::string& origin) {
     bool exhausted = false;
     while (!exhausted) {
       times.next_step();
+      const auto t_step = Clock::now();
+      const int64_t seen_before = samples_seen, trained_before = samples_trained;
       const bool sifting = sift_on && step >= cfg.sift_delay;
       if (!sifting) {
         // Plain data parallelism: each step trains on exactly one global batch.
@@ -479,6 +497,24 @@ int train_main(const Config& cfg, const std::string& origin) {
         }
       }
 
+      {
+        StepMetrics m;
+        m.step = step;
+        m.epoch = epoch;
+        m.samples_seen = samples_seen;
+        m.samples_trained = samples_trained;
+        m.teacher_forwards = teacher_forwards;  // this rank's; summed by the report if needed
+        double ls[2] = {std::isfinite(step_loss) ? step_loss * step_n : 0.0, double(step_n)};
+        allreduce_sum_inplace(ls, 2);  // the global mean loss of this step
+        m.loss = ls[1] > 0 ? ls[0] / ls[1] : NAN;
+        m.lr = lr;
+        m.kept_fraction = samples_seen > seen_before
+                              ? double(samples_trained - trained_before) / double(samples_seen - seen_before)
+                              : 1.0;
+        const double wall = seconds_since(t_step);
+        m.images_per_second = wall > 0 ? double(samples_trained - trained_before) / wall : 0.0;
+        tlog.record(times.step, wall, m);
+      }
       if (step % cfg.train_log_every_steps == 0) {
         double sums[2] = {loss_acc, loss_n};
         allreduce_sum_inplace(sums, 2);
@@ -510,6 +546,7 @@ int train_main(const Config& cfg, const std::string& origin) {
       ScopedPhase ph(times, Phase::Eval);
       test_top1 = evaluate(student, test, meta, bf16);
       top1_per_epoch.push_back(test_top1);
+      tlog.record_eval(step, epoch, test_top1);
       log0("epoch %lld: test top-1 %.4f\n", (long long)epoch + 1, test_top1);
     }
   }
@@ -519,6 +556,8 @@ int train_main(const Config& cfg, const std::string& origin) {
     if (sums[1] > 0) last_loss = sums[0] / sums[1];
   }
   if (sift_trace) std::fclose(sift_trace);
+  tlog.flush();
+  const double log_overhead = allreduce_max(tlog.overhead_seconds());
   const double train_seconds = seconds_since(t_train);
   const double eval_seconds = allreduce_max(times.total[static_cast<int>(Phase::Eval)]);
   const double ips = samples_trained / std::max(1e-9, train_seconds - eval_seconds);
@@ -564,6 +603,7 @@ int train_main(const Config& cfg, const std::string& origin) {
         .set("comm_bytes_sent_rank0", comm->bytes_sent())
         .set("comm_backend", comm->name())
         .set("final_loss", last_loss)
+        .set("timing_log_overhead_fraction", log_overhead / std::max(1e-9, train_seconds))
         .set("skipped_steps", bad_steps)
         .set("test_top1_per_epoch", top1_per_epoch)
         .set("threads_per_rank", threads)

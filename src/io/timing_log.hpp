@@ -1,0 +1,64 @@
+#pragma once
+// The per-rank timing log, out_dir/timing.h5 (format "vitkd-timing", v1),
+// written collectively with parallel HDF5. Layout (read by analysis/report.py):
+//   /step_seconds        float64 [steps, ranks, phases]  attribute "phases": names
+//   /step_wall_seconds   float64 [steps, ranks]          whole step, per rank
+//   /cpu_user_seconds    float64 [steps, ranks]          getrusage deltas per step
+//   /cpu_system_seconds  float64 [steps, ranks]
+//   /metrics/{step, epoch, samples_seen, samples_trained, teacher_forwards}  int64 [steps]
+//   /metrics/{loss, lr, kept_fraction, images_per_second}                    float64 [steps]
+//   /eval/{step, epoch} int64 [n], /eval/test_top1 float64 [n]
+//   root attributes: format, format_version, world_size, hostnames, mode, model,
+//   parameters, teacher_parameters, flops_per_sample, bytes_per_rank,
+//   gemm_bf16_flops_per_core, threads_per_rank
+// Rows are buffered and appended every `flush_every` steps: the datasets are
+// extended collectively, each rank writes its own [k, 1, phases] hyperslab,
+// rank 0 writes the metrics.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/h5.hpp"
+#include "train/timing.hpp"
+
+namespace vitkd {
+
+struct TimingLogAttrs {
+  std::string mode, model;
+  int64_t parameters = 0, teacher_parameters = 0, bytes_per_rank = 0, threads_per_rank = 1;
+  double flops_per_sample = 0, gemm_bf16_flops_per_core = 0;
+};
+
+/// One step's global metrics (the same on every rank).
+struct StepMetrics {
+  int64_t step = 0, epoch = 0, samples_seen = 0, samples_trained = 0, teacher_forwards = 0;
+  double loss = 0, lr = 0, kept_fraction = 1, images_per_second = 0;
+};
+
+class TimingLog {
+ public:
+  /// Collective: creates `path` (truncating it).
+  TimingLog(const std::string& path, const TimingLogAttrs& attrs, int64_t flush_every);
+  ~TimingLog();
+  /// Records one step: this rank's phase times and wall time, plus metrics.
+  /// CPU times are taken here (getrusage since the previous call).
+  void record(const std::array<double, kNumPhases>& phases, double wall, const StepMetrics& m);
+  void record_eval(int64_t step, int64_t epoch, double top1);
+  /// Collective: appends the buffered rows.
+  void flush();
+  /// Seconds spent in flush() so far (the log's own overhead).
+  double overhead_seconds() const { return overhead_; }
+
+ private:
+  void append_rows();
+  H5Obj file_;
+  int64_t flush_every_, written_ = 0, evals_written_ = 0;
+  double overhead_ = 0, last_user_ = 0, last_sys_ = 0;
+  std::vector<double> phases_, wall_, user_, sys_;
+  std::vector<StepMetrics> metrics_;
+  std::vector<int64_t> eval_step_, eval_epoch_;
+  std::vector<double> eval_top1_;
+};
+
+}  // namespace vitkd
