@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <optional>
+#include <chrono>
 #include <thread>
 
 #include "bench/bench.hpp"
@@ -358,6 +359,14 @@ int train_main(const Config& cfg, const std::string& origin) {
       torch::Tensor loss;
       {
         ScopedPhase ph(times, Phase::StudentForward);
+        // Test-only fault injection: VITKD_TEST_SLOW_RANK=r:ms makes rank r a straggler.
+        static const std::pair<int, int> slow = [] {
+          const char* v = std::getenv("VITKD_TEST_SLOW_RANK");
+          int r = -1, ms = 0;
+          if (v) std::sscanf(v, "%d:%d", &r, &ms);
+          return std::make_pair(r, ms);
+        }();
+        if (slow.first == w.rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow.second));
         AutocastBf16 ac(bf16);
         ViTOutput out = student->forward(take.x);
         auto per = distill ? distill_loss_per_sample(out, take.t, take.y, dspec)
