@@ -36,6 +36,7 @@ namespace vitkd {
   X(train, epochs, int64_t, 3, "passes over the training data")                            \
   X(train, max_steps, int64_t, 0, "stop after this many optimizer steps (0 = no limit)")   \
   X(train, eval_every_epochs, int64_t, 1, "test top-1 every N epochs (0 = only at the end)") \
+  X(train, final_eval, bool, true, "evaluate after the last epoch (off for throughput benchmarks)") \
   X(train, log_every_steps, int64_t, 50, "progress line every N steps (rank 0)")           \
   X(train, threads, int64_t, 0, "compute threads per rank (0 = cores / ranks on the node)") \
   X(train, timing_every_steps, int64_t, 50, "append the timing log (timing.h5) every N steps") \

@@ -550,7 +550,7 @@ int train_main(const Config& cfg, const std::string& origin) {
       }
     }
     epochs_done = epoch + 1;
-    const bool last = stop || epoch + 1 == cfg.train_epochs;
+    const bool last = (stop || epoch + 1 == cfg.train_epochs) && cfg.train_final_eval;
     if (last || (cfg.train_eval_every_epochs > 0 && (epoch + 1) % cfg.train_eval_every_epochs == 0)) {
       ScopedPhase ph(times, Phase::Eval);
       test_top1 = evaluate(student, test, meta, bf16);
