@@ -42,5 +42,10 @@ for name, r in (("teacher", t), ("student", s)):
 print(f"\nstudent/teacher parameters: {s['parameters'] / t['parameters']:.3f}")
 print(f"set-up + build: {setup} s; prepare: {prep} s; teacher job: {tt} s; distill job: {st} s; "
       f"quickstart after the build: {prep + tt + st} s")
-print(f"outputs: {out}/teacher and {out}/student (checkpoint.h5, result.json)")
+print(f"outputs: {out}/teacher and {out}/student (checkpoint.h5, timing.h5, result.json)")
 PY
+# Where did the time go? (analysis/report.py writes report.md + figures beside each timing.h5)
+for run in "$OUT/teacher" "$OUT/student"; do
+  /usr/bin/python3 analysis/report.py "$run" > "$run/report.txt"
+  echo "$run/report.md: $(grep -m1 '^Slowest phase' "$run/report.md"); $(grep -m1 '^Most imbalanced rank' "$run/report.md")"
+done
