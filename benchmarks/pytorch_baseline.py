@@ -1,0 +1,476 @@
+"""PyTorch baseline for vitkd's throughput: vitkd's training recipe written the
+way a PyTorch user would write it (DDP + ZeroRedundancyOptimizer + bf16
+autocast, CPU, gloo), so that the two can be timed side by side on the same
+machine.
+
+This is a benchmark, not a test: it checks nothing about vitkd and is not part
+of the test suite. Its output is a result.json with the same
+`images_per_second` key as vitkd's, so that jobs/bench (compare.sh and
+friends) can run it alternately with `build/vitkd train` and compare medians:
+
+    /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node 2 \\
+        --redirects 2 --tee 2 \\
+        benchmarks/pytorch_baseline.py --data data/fmnist.h5 --mode teacher \\
+        --epochs 1 --max-steps 200 --out runs/bench-pt/result.json
+
+    # distillation, with a teacher checkpoint written by vitkd:
+    /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node 2 \\
+        --redirects 2 --tee 2 \\
+        benchmarks/pytorch_baseline.py --data data/fmnist.h5 --mode distill \\
+        --teacher runs/fmnist-teacher/checkpoint.h5 --dim 96 --depth 4 \\
+        --dist-token --max-steps 200 --out runs/bench-pt-distill/result.json
+
+`--redirects 2 --tee 2` is a workaround, not a choice: Debian's torch 1.13
+launcher fails on Python 3.11 with its defaults ("AttributeError: 'NoneType'
+object has no attribute 'get'" in elastic/multiprocessing/api.py to_map:
+Std.from_str cannot parse "0" or "3" because Python 3.11 no longer iterates
+IntFlag's zero and multi-bit members). With 1 or 2 for both flags it parses;
+2 sends the ranks' stderr through a log file and back to the console, rank 0's
+stdout (progress and result) is untouched. Without the launcher the script
+starts its own ranks with torch.multiprocessing.spawn (same gloo group, same
+timing):
+
+    /usr/bin/python3 benchmarks/pytorch_baseline.py --nproc 2 --data data/fmnist.h5 ...
+
+and with neither (`--nproc 1`, the default) it trains as a one-rank world.
+Use Debian's /usr/bin/python3 (torch, h5py, numpy); the model and the
+checkpoint loader come from analysis/vitkd_model.py, so the parameter layout
+and names match vitkd's.
+
+The flags are named after vitkd's configuration keys (--batch-size =
+data.batch_size, --dim = model.dim, --warmup-steps = optim.warmup_steps, ...)
+and the recipe follows vitkd's:
+  * data: each epoch a permutation of the training set from (seed, epoch);
+    global step k takes permutation[k*G : (k+1)*G] (G = batch size x ranks)
+    and rank r its r-th share of it (the last, partial batch is kept unless
+    --drop-last, and split as evenly as vitkd splits it);
+  * loss: teacher mode = cross-entropy of the prediction (mean of the class
+    and distillation heads when the model has a distillation token); distill
+    soft = (1-alpha) CE(s_cls, y) + alpha T^2 KL(softmax(t/T) || softmax(s_kd/T))
+    (KL summed over classes, mean over samples), hard = 1/2 CE(s_cls, y) +
+    1/2 CE(s_kd, argmax t), s_kd = distillation head if any, else class head;
+    the teacher (frozen, eval, no_grad) gives its prediction;
+  * AdamW with decoupled weight decay on >= 2-D weights except cls_token,
+    dist_token and pos_embed (two parameter groups, which 1.13's
+    ZeroRedundancyOptimizer supports), optimizer state sharded over ranks;
+  * global gradient-norm clipping, a step with a non-finite norm is skipped
+    on every rank (as vitkd does);
+  * learning rate: linear warm-up then cosine decay to --min-lr, counted in
+    samples seen, as vitkd's schedule_lr (so lr(step k) = lr * k / warmup
+    during the warm-up, and the decay ends at the last step);
+  * bf16 autocast around the forward passes, fp32 weights, fp32 losses;
+  * weights initialised as vitkd does (normal(0, 0.02) clamped to +-0.04,
+    zero biases, unit norm weights, zero tokens and position embedding).
+
+Differences from vitkd (none changes the model's compute per step; the
+communication and the bookkeeping around it differ):
+  * the data order: torch.randperm seeded with seed + epoch (like
+    DistributedSampler), not vitkd's hash-based shuffle, so the two see the
+    samples in different orders;
+  * the whole split is normalized once at start-up and held as one float
+    tensor (a TensorDataset-style loader; vitkd normalizes each batch in a
+    prefetch thread); no augmentation (vitkd's data.augment, off by default
+    and in inputs/fmnist-*.toml);
+  * communication is DDP's (gradient allreduce in 25 MB buckets overlapped
+    with backward, then ZeroRedundancyOptimizer's parameter broadcast), not
+    vitkd's bucketed reduce-scatter + all-gather; gloo, not MPI;
+  * --threads defaults to 1 compute thread per rank (vitkd's train.threads =
+    0 means cores / ranks; jobs/env.sh sets OMP_NUM_THREADS=1);
+  * no sifting, no timing log (vitkd also allreduces the step's loss every
+    step for it; this script only every --log-every steps), no MFU probe, no
+    checkpoint, no per-epoch evaluation: --eval evaluates once, after
+    training, outside the timed region;
+  * with --grad-clip 0 the norm is not computed and nothing is skipped;
+  * images_per_second leaves out the first --warmup-timing-steps steps
+    (vitkd's counts every step): the timed region starts at a barrier before
+    step W+1 (W = --warmup-timing-steps, lowered so that at least the last
+    step is timed) and ends at a barrier after the last step, and its length
+    is the slowest rank's (allreduce MAX). train_seconds is the whole
+    training loop, all steps and no evaluation (vitkd's includes its
+    evaluations); timed_steps, timed_samples and timed_seconds say what
+    images_per_second was measured on;
+  * --fp32 stands for vitkd's precision.compute = "fp32".
+"""
+import argparse
+import json
+import math
+import os
+import socket
+import sys
+import time
+
+import h5py
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "analysis"))
+import vitkd_model  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--data", default="data/fmnist.h5", help="vitkd dataset (HDF5)")
+    p.add_argument("--mode", choices=("teacher", "distill"), default="teacher")
+    p.add_argument("--teacher", default="", help="vitkd checkpoint of the teacher (distill mode)")
+    p.add_argument("--kind", choices=("soft", "hard"), default="soft", help="distillation loss")
+    p.add_argument("--alpha", type=float, default=0.5)
+    p.add_argument("--temperature", type=float, default=4.0)
+    # model (vitkd's [model] keys)
+    p.add_argument("--image-size", type=int, default=28)
+    p.add_argument("--channels", type=int, default=1)
+    p.add_argument("--patch", type=int, default=4)
+    p.add_argument("--dim", type=int, default=192)
+    p.add_argument("--depth", type=int, default=6)
+    p.add_argument("--heads", type=int, default=3)
+    p.add_argument("--mlp-ratio", type=float, default=4.0)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--dist-token", action="store_true", help="DeiT distillation token and head")
+    # data / training
+    p.add_argument("--batch-size", type=int, default=64, help="samples per rank per step")
+    p.add_argument("--drop-last", action="store_true", help="drop the last partial global batch")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--max-steps", type=int, default=0, help="0 = no limit")
+    p.add_argument("--threads", type=int, default=1, help="torch compute threads per rank")
+    # optimizer
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--min-lr", type=float, default=1e-5)
+    p.add_argument("--warmup-steps", type=int, default=100)
+    p.add_argument("--weight-decay", type=float, default=0.05)
+    p.add_argument("--beta1", type=float, default=0.9)
+    p.add_argument("--beta2", type=float, default=0.999)
+    p.add_argument("--eps", type=float, default=1e-8)
+    p.add_argument("--grad-clip", type=float, default=1.0, help="0 = off")
+    p.add_argument("--fp32", action="store_true", help="no bf16 autocast")
+    # reporting
+    p.add_argument("--eval", action="store_true", help="test top-1 after training")
+    p.add_argument("--log-every", type=int, default=50, help="progress line every N steps")
+    p.add_argument("--warmup-timing-steps", type=int, default=3,
+                   help="steps left out of images_per_second")
+    p.add_argument("--out", default="", help="result.json (written by rank 0)")
+    p.add_argument("--nproc", type=int, default=1,
+                   help="without torch.distributed.run: spawn this many ranks "
+                        "(torch.multiprocessing)")
+    a = p.parse_args(argv)
+    if a.mode == "distill" and not a.teacher:
+        p.error("--mode distill needs --teacher CHECKPOINT.h5")
+    if a.image_size % a.patch or a.dim % a.heads:
+        p.error("--patch must divide --image-size and --heads must divide --dim")
+    if min(a.batch_size, a.epochs, a.log_every, a.nproc) < 1 or a.max_steps < 0:
+        p.error("--batch-size, --epochs, --log-every and --nproc must be >= 1, --max-steps >= 0")
+    return a
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed():
+    """gloo process group from the launcher's environment, or a 1-rank world."""
+    if "RANK" not in os.environ:
+        os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(free_port()))
+    dist.init_process_group("gloo")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def spawned_rank(rank, args, port):
+    """--nproc: one rank started by torch.multiprocessing.spawn."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.nproc),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    train(args)
+
+
+def load_split(path, split):
+    """Normalized images [N, C, H, W] float32 and labels [N] int64."""
+    with h5py.File(path, "r") as f:
+        mean = np.asarray(f.attrs["mean"], dtype=np.float32).reshape(1, -1, 1, 1)
+        std = np.asarray(f.attrs["std"], dtype=np.float32).reshape(1, -1, 1, 1)
+        images = f[split]["images"][()]  # uint8 [N, H, W, C]
+        labels = f[split]["labels"][()]
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).float().div_(255.0)
+    x = x.sub_(torch.from_numpy(mean)).div_(torch.from_numpy(std)).contiguous()
+    return x, torch.from_numpy(labels.astype(np.int64))
+
+
+def rank_share(begin, total, rank, world):
+    """[lo, hi) of rank's share of `total` samples from `begin` (vitkd's split)."""
+    return begin + (rank * total) // world, begin + ((rank + 1) * total) // world
+
+
+def init_like_vitkd(model):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.zero_()
+            elif "norm" in name:
+                p.fill_(1.0)
+            else:
+                p.normal_(0.0, 0.02).clamp_(-0.04, 0.04)
+
+
+def decays(name, p):
+    return p.dim() >= 2 and not name.endswith(("cls_token", "dist_token", "pos_embed"))
+
+
+def schedule_lr(seen, warmup, total, peak, floor):
+    """vitkd's schedule_lr: all arguments in samples."""
+    if warmup > 0 and seen < warmup:
+        return peak * seen / warmup
+    span = max(1.0, total - warmup)
+    t = min(1.0, max(0.0, (seen - warmup) / span))
+    return floor + 0.5 * (peak - floor) * (1.0 + math.cos(math.pi * t))
+
+
+class Heads(nn.Module):
+    """DDP needs the call to go through forward: returns (cls, dist or None)."""
+
+    def __init__(self, vit):
+        super().__init__()
+        self.vit = vit
+
+    def forward(self, x):
+        return self.vit.forward_heads(x)
+
+
+def per_sample_loss(args, cls, dist_logits, y, t):
+    cls = cls.float()
+    if args.mode == "teacher":
+        pred = cls if dist_logits is None else (cls + dist_logits.float()) * 0.5
+        return F.cross_entropy(pred, y, reduction="none")
+    s_kd = cls if dist_logits is None else dist_logits.float()
+    ce = F.cross_entropy(cls, y, reduction="none")
+    if args.kind == "hard":
+        return 0.5 * ce + 0.5 * F.cross_entropy(s_kd, t.argmax(-1), reduction="none")
+    tau = args.temperature
+    kl = F.kl_div(F.log_softmax(s_kd / tau, -1), F.log_softmax(t / tau, -1),
+                  reduction="none", log_target=True).sum(-1)
+    return (1.0 - args.alpha) * ce + args.alpha * tau * tau * kl
+
+
+def evaluate(model, x, y, batch, rank, world, autocast):
+    """Top-1 on the test split, each rank on its contiguous share."""
+    lo, hi = rank_share(0, x.shape[0], rank, world)
+    correct = 0
+    model.eval()
+    with torch.no_grad():
+        for i in range(lo, hi, batch):
+            j = min(hi, i + batch)
+            with autocast():
+                pred = model(x[i:j])
+            correct += int((pred.float().argmax(-1) == y[i:j]).sum())
+    model.train()
+    t = torch.tensor([correct, hi - lo], dtype=torch.float64)
+    dist.all_reduce(t)
+    return float(t[0] / t[1]) if t[1] > 0 else 0.0
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.nproc > 1 and "RANK" not in os.environ:
+        import torch.multiprocessing as mp
+        mp.spawn(spawned_rank, args=(args, free_port()), nprocs=args.nproc)
+    else:
+        train(args)
+
+
+def train(args):
+    rank, world = init_distributed()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+
+    def log0(msg):
+        if rank == 0:
+            print(msg, flush=True)
+
+    def autocast_ctx():
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=not args.fp32)
+
+    t_setup = time.perf_counter()
+
+    train_x, train_y = load_split(args.data, "train")
+    test_x, test_y = (load_split(args.data, "test") if args.eval else (None, None))
+    n, c, h, w = train_x.shape
+    if (c, h, w) != (args.channels, args.image_size, args.image_size):
+        raise SystemExit(f"{args.data}: images are {c}x{h}x{w}, the model expects "
+                         f"{args.channels}x{args.image_size}x{args.image_size}")
+
+    vit = vitkd_model.ViT(args.image_size, args.channels, args.patch, args.dim, args.depth,
+                          args.heads, args.mlp_ratio, args.classes, args.dist_token)
+    init_like_vitkd(vit)
+    parameters = sum(p.numel() for p in vit.parameters())
+    model = DDP(Heads(vit))  # broadcasts rank 0's weights
+
+    teacher = None
+    if args.mode == "distill":
+        teacher = vitkd_model.load_checkpoint(args.teacher)
+        teacher.requires_grad_(False)
+        teacher.eval()
+        tp = teacher.patch_embed.proj.in_features // (teacher.patch_embed.patch ** 2)
+        if teacher.head.out_features != args.classes or tp != args.channels:
+            raise SystemExit(f"{args.teacher}: teacher has {teacher.head.out_features} classes and "
+                             f"{tp} channels, the student {args.classes} and {args.channels}")
+
+    named = list(model.module.vit.named_parameters())
+    groups = [
+        {"params": [p for nm, p in named if decays(nm, p)], "weight_decay": args.weight_decay},
+        {"params": [p for nm, p in named if not decays(nm, p)], "weight_decay": 0.0},
+    ]
+    opt = ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=args.lr,
+                                  betas=(args.beta1, args.beta2), eps=args.eps,
+                                  weight_decay=args.weight_decay)
+
+    G = args.batch_size * world
+    steps_per_epoch = n // G if args.drop_last else (n + G - 1) // G
+    if steps_per_epoch < 1:
+        raise SystemExit(f"{n} training samples: fewer than one global batch of {G}")
+    total_steps = steps_per_epoch * args.epochs
+    if args.max_steps > 0:
+        total_steps = min(total_steps, args.max_steps)
+    total_samples = min(float(n) * args.epochs,
+                        float(args.max_steps) * G if args.max_steps > 0 else math.inf)
+    warmup_samples = float(args.warmup_steps) * G
+    timing_start = min(args.warmup_timing_steps, max(total_steps - 1, 0))
+
+    log0(f"pytorch baseline: torch {torch.__version__}, {world} rank(s) x {args.threads} thread(s), "
+         f"{'fp32' if args.fp32 else 'bf16 autocast'}, mode {args.mode}"
+         + (f" ({args.kind})" if teacher is not None else ""))
+    log0(f"model: dim {args.dim} depth {args.depth} heads {args.heads} patch {args.patch} "
+         f"dist_token {args.dist_token}: {parameters} parameters"
+         + (f"; teacher {sum(p.numel() for p in teacher.parameters())} parameters"
+            if teacher is not None else ""))
+    log0(f"schedule: {total_steps} steps ({steps_per_epoch} per epoch, global batch {G}), "
+         f"warm-up {args.warmup_steps} steps; timing from step {timing_start + 1}")
+    log0(f"setup took {time.perf_counter() - t_setup:.1f} s")
+
+    step = samples_seen = samples_trained = timed_samples = skipped = 0
+    loss_sum = torch.zeros((), dtype=torch.float64)
+    loss_n = 0
+    lr = 0.0
+    t_timed = None
+    stop = False
+    epochs_done = 0
+    dist.barrier()
+    t_train = time.perf_counter()
+    t_window, window_samples = t_train, 0
+    for epoch in range(args.epochs):
+        gen = torch.Generator()
+        gen.manual_seed(args.seed + epoch)
+        perm = torch.randperm(n, generator=gen)
+        for k in range(steps_per_epoch):
+            if step == timing_start and t_timed is None:
+                dist.barrier()
+                t_timed = time.perf_counter()
+            begin = k * G
+            global_n = min(G, n - begin)
+            lo, hi = rank_share(begin, global_n, rank, world)
+            idx = perm[lo:hi]
+            x, y = train_x[idx], train_y[idx]
+            samples_seen += global_n
+            lr = schedule_lr(samples_seen, warmup_samples, total_samples, args.lr, args.min_lr)
+            for g in opt.param_groups:
+                g["lr"] = lr
+
+            t_logits = None
+            if teacher is not None:
+                with torch.no_grad(), autocast_ctx():
+                    t_logits = teacher(x).float()
+            with autocast_ctx():
+                cls, dist_logits = model(x)
+                per = per_sample_loss(args, cls, dist_logits, y, t_logits)
+            # Sum scaled so that DDP's mean over ranks is the mean over the
+            # global batch, also when the last batch is split unevenly.
+            loss = per.sum() * (world / global_n)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if args.grad_clip > 0:
+                gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+                if torch.isfinite(gnorm):  # same on every rank: gradients are allreduced
+                    opt.step()
+                else:
+                    skipped += 1
+            else:
+                opt.step()
+            step += 1
+            samples_trained += global_n
+            window_samples += global_n
+            if t_timed is not None:
+                timed_samples += global_n
+            loss_sum += per.detach().double().sum()
+            loss_n += per.shape[0]
+
+            if step % args.log_every == 0:
+                s = torch.stack([loss_sum, torch.tensor(float(loss_n), dtype=torch.float64)])
+                dist.all_reduce(s)
+                now = time.perf_counter()
+                log0(f"step {step}/{total_steps} | epoch {epoch + 1}/{args.epochs} | "
+                     f"loss {float(s[0] / max(s[1], 1)):.4f} | lr {lr:.2e} | "
+                     f"{window_samples / max(now - t_window, 1e-9):.0f} img/s")
+                loss_sum.zero_()
+                loss_n = 0
+                t_window, window_samples = now, 0
+            if step >= total_steps:
+                stop = True
+                break
+        epochs_done = epoch + 1
+        if stop:
+            break
+    dist.barrier()
+    t_end = time.perf_counter()
+    times = torch.tensor([t_end - t_timed, t_end - t_train], dtype=torch.float64)
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    timed_seconds, train_seconds = float(times[0]), float(times[1])
+    ips = timed_samples / max(timed_seconds, 1e-9)
+
+    test_top1 = None
+    if args.eval:
+        test_top1 = evaluate(model.module.vit, test_x, test_y, max(args.batch_size, 256),
+                             rank, world, autocast_ctx)
+        log0(f"test top-1 {test_top1:.4f}")
+
+    if rank == 0:
+        result = {
+            "framework": "pytorch",
+            "torch_version": torch.__version__,
+            "mode": args.mode,
+            "kind": args.kind if teacher is not None else None,
+            "world_size": world,
+            "threads_per_rank": args.threads,
+            "batch_size": args.batch_size,
+            "steps": step,
+            "epochs": epochs_done,
+            "samples_trained": samples_trained,
+            "timed_steps": step - timing_start,
+            "timed_samples": timed_samples,
+            "timed_seconds": timed_seconds,
+            "train_seconds": train_seconds,
+            "images_per_second": ips,
+            "skipped_steps": skipped,
+            "test_top1": test_top1,
+            "parameters": parameters,
+            "teacher_parameters": (sum(p.numel() for p in teacher.parameters())
+                                   if teacher is not None else 0),
+            "compute": "fp32" if args.fp32 else "bf16",
+        }
+        if args.out:
+            d = os.path.dirname(os.path.abspath(args.out))
+            os.makedirs(d, exist_ok=True)
+            with open(args.out, "w") as f:
+                json.dump(result, f, indent=2)
+                f.write("\n")
+        log0(f"done: {step} steps, {ips:.0f} img/s (steps {timing_start + 1}..{step}), "
+             f"{train_seconds:.1f} s" + (f" -> {args.out}" if args.out else ""))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
