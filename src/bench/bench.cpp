@@ -69,7 +69,8 @@ int bench_comm(const std::map<std::string, std::string>& f) {
   std::vector<float> send(S * P, 1.0f), recv(S), gather(S * P, 0.0f);
   auto comm = make_communicator("mpi");
   std::vector<int64_t> counts(P, S);
-  log0("%-28s %12s %12s\n", "operation (" + std::to_string(S * P) + " floats)", "ms", "GB/s");
+  const std::string head = "operation (" + std::to_string(S * P) + " floats)";
+  log0("%-28s %12s %12s\n", head.c_str(), "ms", "GB/s");
   for (WireType wire : {WireType::F32, WireType::BF16}) {
     barrier();
     const auto t0 = Clock::now();
