@@ -1,0 +1,318 @@
+#include "data/dataset.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "config/config.hpp"
+#include "dist/world.hpp"
+#include "io/h5.hpp"
+#include "util/error.hpp"
+#include "util/fs.hpp"
+#include <cstring>
+
+namespace vitkd {
+
+namespace {
+
+void check_split(hid_t f, const std::string& file, const std::string& split, DatasetMeta& m,
+                 int64_t& n_out) {
+  const std::string img = "/" + split + "/images", lab = "/" + split + "/labels";
+  for (const auto& d : {img, lab})
+    if (!h5_exists(f, d))
+      throw UserError(file + ": missing dataset '" + d + "'; create the file with `vitkd prepare`");
+  auto ii = h5_dataset_info(f, img);
+  if (ii.type_class != H5T_INTEGER || ii.type_size != 1 || ii.is_signed || ii.dims.size() != 4)
+    throw UserError(file + ": dataset '" + img + "' is " + ii.describe() +
+                    ", expected uint8 [N,H,W,C]; re-create it with `vitkd prepare`");
+  auto li = h5_dataset_info(f, lab);
+  if (li.type_class != H5T_INTEGER || li.type_size != 4 || !li.is_signed || li.dims.size() != 1)
+    throw UserError(file + ": dataset '" + lab + "' is " + li.describe() +
+                    ", expected int32 [N]; re-create it with `vitkd prepare`");
+  if (li.dims[0] != ii.dims[0])
+    throw UserError(file + ": '" + img + "' has " + std::to_string(ii.dims[0]) + " images but '" +
+                    lab + "' has " + std::to_string(li.dims[0]) + " labels; they must match");
+  if (ii.dims[0] == 0)
+    throw UserError(file + ": split '" + split + "' is empty (" + img + " has 0 images)");
+  if (ii.dims[1] < 1 || ii.dims[2] < 1 || ii.dims[3] < 1)
+    throw UserError(file + ": dataset '" + img + "' has an empty image shape " + ii.describe());
+  if (m.height == 0) {
+    m.height = ii.dims[1];
+    m.width = ii.dims[2];
+    m.channels = ii.dims[3];
+  } else if (m.height != ii.dims[1] || m.width != ii.dims[2] || m.channels != ii.dims[3]) {
+    throw UserError(file + ": '" + img + "' has image shape " + ii.describe() +
+                    " unlike the train split; both splits need the same H, W, C");
+  }
+  n_out = ii.dims[0];
+  std::vector<int32_t> labels;
+  h5_read(f, lab, labels);
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] < 0 || labels[i] >= m.num_classes)
+      throw UserError(file + ": label " + std::to_string(labels[i]) + " at " + lab + "[" +
+                      std::to_string(i) + "] is out of range [0, " +
+                      std::to_string(m.num_classes) + ") given by the class_names attribute");
+}
+
+}  // namespace
+
+DatasetMeta validate_dataset(const std::string& path) {
+  H5Lock lock(h5_mutex());
+  H5Obj f = h5_open_read(path, "dataset");
+  DatasetMeta m;
+  m.path = path;
+  auto need_attr = [&](const char* name) {
+    if (!h5_attr_exists(f, name))
+      throw UserError(path + ": missing attribute '/" + std::string(name) +
+                      "' (not a vitkd dataset?); create the file with `vitkd prepare`");
+  };
+  need_attr("format");
+  if (h5_attr_string(f, "format") != kDatasetFormat)
+    throw UserError(path + ": attribute /format is '" + h5_attr_string(f, "format") +
+                    "', expected '" + kDatasetFormat + "'");
+  need_attr("format_version");
+  if (h5_attr_int(f, "format_version") != kDatasetVersion)
+    throw UserError(path + ": dataset format version " +
+                    std::to_string(h5_attr_int(f, "format_version")) + " is not supported (this vitkd reads version " +
+                    std::to_string(kDatasetVersion) + "); re-create it with `vitkd prepare`");
+  need_attr("class_names");
+  m.class_names = h5_attr_strings(f, "class_names");
+  m.num_classes = static_cast<int64_t>(m.class_names.size());
+  if (m.num_classes < 2)
+    throw UserError(path + ": attribute /class_names lists " + std::to_string(m.num_classes) +
+                    " classes; at least 2 are needed");
+  check_split(f, path, "train", m, m.train_size);
+  check_split(f, path, "test", m, m.test_size);
+  need_attr("mean");
+  need_attr("std");
+  m.mean = h5_attr_doubles(f, "mean");
+  m.std = h5_attr_doubles(f, "std");
+  if (static_cast<int64_t>(m.mean.size()) != m.channels ||
+      static_cast<int64_t>(m.std.size()) != m.channels)
+    throw UserError(path + ": attributes /mean and /std need one value per channel (" +
+                    std::to_string(m.channels) + ")");
+  for (double s : m.std)
+    if (!(s > 0) || !std::isfinite(s))
+      throw UserError(path + ": attribute /std holds a non-positive value; re-create the file");
+  return m;
+}
+
+void write_dataset(const std::string& path, const DatasetSplit& train, const DatasetSplit& test,
+                   int64_t height, int64_t width, int64_t channels,
+                   const std::vector<std::string>& class_names) {
+  std::vector<double> sum(channels, 0.0), sq(channels, 0.0);
+  for (size_t i = 0; i < train.images.size(); ++i) {
+    double v = train.images[i] / 255.0;
+    sum[i % channels] += v;
+    sq[i % channels] += v * v;
+  }
+  std::vector<double> mean(channels), sd(channels);
+  const double cnt = std::max<double>(1.0, double(train.size()) * height * width);
+  for (int64_t c = 0; c < channels; ++c) {
+    mean[c] = sum[c] / cnt;
+    sd[c] = std::sqrt(std::max(1e-12, sq[c] / cnt - mean[c] * mean[c]));
+  }
+  const std::string tmp = path + ".tmp";
+  if (!make_dirs(parent_dir(path)))
+    throw UserError("cannot create the directory of '" + path + "': " + std::strerror(errno));
+  {
+    H5Lock lock(h5_mutex());
+    H5Obj f = h5_create(tmp);
+    h5_attr_write(f, "format", std::string(kDatasetFormat));
+    h5_attr_write(f, "format_version", kDatasetVersion);
+    h5_attr_write(f, "class_names", class_names);
+    h5_attr_write(f, "mean", mean);
+    h5_attr_write(f, "std", sd);
+    for (auto* s : {&train, &test}) {
+      const std::string g = s == &train ? "/train" : "/test";
+      h5_write(f, g + "/images", s->images.data(), {s->size(), height, width, channels});
+      h5_write(f, g + "/labels", s->labels.data(), {s->size()});
+    }
+    f.close();
+  }
+  atomic_replace(path, tmp);
+}
+
+namespace {
+uint32_t read_be32(gzFile g, const std::string& path) {
+  unsigned char b[4];
+  if (gzread(g, b, 4) != 4)
+    throw UserError("'" + path + "' is truncated (no IDX header); re-download the dataset");
+  return (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | b[3];
+}
+
+struct GzCloser {
+  void operator()(gzFile g) const { if (g) gzclose(g); }
+};
+}  // namespace
+
+DatasetSplit read_idx_pair(const std::string& images_path, const std::string& labels_path) {
+  DatasetSplit s;
+  int64_t n_img = 0;
+  {
+    std::unique_ptr<gzFile_s, GzCloser> g(gzopen(images_path.c_str(), "rb"));
+    if (!g) throw UserError("cannot read '" + images_path + "'; install dataset-fashion-mnist or pass --source DIR");
+    uint32_t magic = read_be32(g.get(), images_path);
+    if (magic != 0x00000803)
+      throw UserError("'" + images_path + "' is not an IDX image file (magic " + std::to_string(magic) + ")");
+    n_img = read_be32(g.get(), images_path);
+    uint32_t rows = read_be32(g.get(), images_path), cols = read_be32(g.get(), images_path);
+    if (rows != 28 || cols != 28)
+      throw UserError("'" + images_path + "' holds " + std::to_string(rows) + "x" + std::to_string(cols) +
+                      " images; Fashion-MNIST is 28x28");
+    s.images.resize(static_cast<size_t>(n_img) * rows * cols);
+    int64_t got = gzread(g.get(), s.images.data(), static_cast<unsigned>(s.images.size()));
+    if (got != static_cast<int64_t>(s.images.size()))
+      throw UserError("'" + images_path + "' is truncated: expected " + std::to_string(s.images.size()) +
+                      " pixel bytes, read " + std::to_string(got));
+  }
+  {
+    std::unique_ptr<gzFile_s, GzCloser> g(gzopen(labels_path.c_str(), "rb"));
+    if (!g) throw UserError("cannot read '" + labels_path + "'; install dataset-fashion-mnist or pass --source DIR");
+    uint32_t magic = read_be32(g.get(), labels_path);
+    if (magic != 0x00000801)
+      throw UserError("'" + labels_path + "' is not an IDX label file (magic " + std::to_string(magic) + ")");
+    uint32_t n = read_be32(g.get(), labels_path);
+    if (static_cast<int64_t>(n) != n_img)
+      throw UserError("'" + labels_path + "' has " + std::to_string(n) + " labels for " +
+                      std::to_string(n_img) + " images");
+    std::vector<uint8_t> raw(n);
+    if (gzread(g.get(), raw.data(), n) != static_cast<int>(n))
+      throw UserError("'" + labels_path + "' is truncated");
+    s.labels.assign(raw.begin(), raw.end());
+  }
+  return s;
+}
+
+void make_synthetic(const SyntheticSpec& sp, DatasetSplit& train, DatasetSplit& test) {
+  const int64_t S = sp.size, C = sp.channels, K = sp.classes;
+  std::mt19937_64 rng(sp.seed);
+  std::uniform_real_distribution<double> U(0.0, 1.0);
+  // Class templates: 3 Gaussian blobs per class and channel.
+  std::vector<double> tmpl(K * S * S * C, 0.0);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int b = 0; b < 3; ++b) {
+        double cy = U(rng) * S, cx = U(rng) * S, r = 1.5 + U(rng) * S / 5.0, a = 0.5 + 0.5 * U(rng);
+        for (int64_t y = 0; y < S; ++y)
+          for (int64_t x = 0; x < S; ++x) {
+            double d2 = (y - cy) * (y - cy) + (x - cx) * (x - cx);
+            tmpl[((k * S + y) * S + x) * C + c] += a * std::exp(-d2 / (2 * r * r));
+          }
+      }
+  std::normal_distribution<double> noise(0.0, 0.15);
+  auto fill = [&](DatasetSplit& s, int64_t n) {
+    s.images.resize(n * S * S * C);
+    s.labels.resize(n);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t k = static_cast<int64_t>(U(rng) * K) % K;
+      int dy = static_cast<int>(U(rng) * 5) - 2, dx = static_cast<int>(U(rng) * 5) - 2;
+      s.labels[i] = static_cast<int32_t>(k);
+      for (int64_t y = 0; y < S; ++y)
+        for (int64_t x = 0; x < S; ++x)
+          for (int64_t c = 0; c < C; ++c) {
+            int64_t sy = std::clamp<int64_t>(y - dy, 0, S - 1), sx = std::clamp<int64_t>(x - dx, 0, S - 1);
+            double v = tmpl[((k * S + sy) * S + sx) * C + c] + noise(rng);
+            s.images[((i * S + y) * S + x) * C + c] =
+                static_cast<uint8_t>(std::clamp(v * 200.0 + 20.0, 0.0, 255.0));
+          }
+    }
+  };
+  fill(train, sp.train);
+  fill(test, sp.test);
+}
+
+namespace {
+const char* kPrepareUsage =
+    "usage: vitkd prepare fashion-mnist --out FILE.h5 [--source DIR]\n"
+    "       vitkd prepare synthetic --out FILE.h5 [--train N --test N --size S --channels C "
+    "--classes K --seed S]\n";
+
+std::map<std::string, std::string> parse_flags(const std::vector<std::string>& args, size_t from,
+                                               const std::vector<std::string>& allowed) {
+  std::map<std::string, std::string> out;
+  for (size_t i = from; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0 || i + 1 >= args.size())
+      throw UserError("prepare: unexpected argument '" + a + "'; " + kPrepareUsage);
+    std::string key = a.substr(2);
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      std::vector<std::string> flags;
+      for (auto& k : allowed) flags.push_back(k);
+      std::string n = nearest(key, flags);
+      throw UserError("prepare: unknown option '" + a + "'" +
+                      (n.empty() ? "" : " (did you mean '--" + n + "'?)") + "; " + kPrepareUsage);
+    }
+    out[key] = args[++i];
+  }
+  return out;
+}
+
+int64_t int_flag(const std::map<std::string, std::string>& f, const std::string& k, int64_t def,
+                 int64_t min_value) {
+  auto it = f.find(k);
+  if (it == f.end()) return def;
+  char* end = nullptr;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (end == it->second.c_str() || *end || v < min_value)
+    throw UserError("prepare: --" + k + " must be an integer >= " + std::to_string(min_value) +
+                    ", got '" + it->second + "'");
+  return v;
+}
+}  // namespace
+
+int prepare_main(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    if (world().root()) std::fputs(kPrepareUsage, stdout);
+    return args.empty() ? kExitUser : kExitOk;
+  }
+  const std::string kind = args[0];
+  std::map<std::string, std::string> f;
+  if (kind == "fashion-mnist") {
+    f = parse_flags(args, 1, {"out", "source"});
+  } else if (kind == "synthetic") {
+    f = parse_flags(args, 1, {"out", "train", "test", "size", "channels", "classes", "seed"});
+  } else {
+    throw UserError("prepare: unknown dataset kind '" + kind +
+                    "'; expected 'fashion-mnist' or 'synthetic'\n" + kPrepareUsage);
+  }
+  if (!f.count("out")) throw UserError("prepare: --out FILE.h5 is required; " + std::string(kPrepareUsage));
+  const std::string out = f["out"];
+  if (world().root()) {
+    DatasetSplit train, test;
+    if (kind == "fashion-mnist") {
+      const std::string dir = f.count("source") ? f["source"] : "/usr/share/datasets/fashion-mnist";
+      train = read_idx_pair(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz");
+      test = read_idx_pair(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz");
+      write_dataset(out, train, test, 28, 28, 1,
+                    {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                     "Sneaker", "Bag", "Ankle boot"});
+      std::printf("prepare: wrote %s (Fashion-MNIST: %lld train, %lld test, 28x28x1, 10 classes)\n",
+                  out.c_str(), (long long)train.size(), (long long)test.size());
+    } else {
+      SyntheticSpec sp;
+      sp.train = int_flag(f, "train", sp.train, 1);
+      sp.test = int_flag(f, "test", sp.test, 1);
+      sp.size = int_flag(f, "size", sp.size, 4);
+      sp.channels = int_flag(f, "channels", sp.channels, 1);
+      sp.classes = int_flag(f, "classes", sp.classes, 2);
+      sp.seed = static_cast<uint64_t>(int_flag(f, "seed", static_cast<int64_t>(sp.seed), 0));
+      make_synthetic(sp, train, test);
+      std::vector<std::string> names;
+      for (int64_t k = 0; k < sp.classes; ++k) names.push_back("class" + std::to_string(k));
+      write_dataset(out, train, test, sp.size, sp.size, sp.channels, names);
+      std::printf("prepare: wrote %s (synthetic: %lld train, %lld test, %lldx%lldx%lld, %lld classes)\n",
+                  out.c_str(), (long long)sp.train, (long long)sp.test, (long long)sp.size,
+                  (long long)sp.size, (long long)sp.channels, (long long)sp.classes);
+    }
+    std::fflush(stdout);
+  }
+  barrier();
+  return kExitOk;
+}
+
+}  // namespace vitkd

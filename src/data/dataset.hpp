@@ -1,0 +1,70 @@
+#pragma once
+// The vitkd dataset file (HDF5), its validation, and `vitkd prepare`.
+//
+// Layout (format "vitkd-dataset", version 1):
+//   /train/images  uint8  [N, H, W, C]   pixels 0..255, row-major, channels last
+//   /train/labels  int32  [N]            class index in [0, num_classes)
+//   /test/images, /test/labels           the same for the test split
+//   attributes on "/":
+//     format         string  "vitkd-dataset"
+//     format_version int64   1
+//     class_names    string[K]
+//     mean, std      float64[C]  per-channel statistics of /train/images,
+//                                in units of pixel/255 (so roughly 0..1)
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vitkd {
+
+constexpr const char* kDatasetFormat = "vitkd-dataset";
+constexpr int64_t kDatasetVersion = 1;
+
+/// What a validated dataset file holds (no pixel data).
+struct DatasetMeta {
+  std::string path;
+  int64_t height = 0, width = 0, channels = 0;  ///< image shape (pixels)
+  int64_t num_classes = 0;                      ///< == class_names.size()
+  int64_t train_size = 0, test_size = 0;        ///< samples per split
+  std::vector<std::string> class_names;         ///< [K]
+  std::vector<double> mean, std;                ///< [C], pixel/255 units
+};
+
+/// Opens and checks the layout above: groups, ranks, dtypes, matching sizes,
+/// non-empty splits, labels in range, attributes. Every problem is a
+/// UserError naming the file and dataset. Reads all labels (to range-check).
+DatasetMeta validate_dataset(const std::string& path);
+
+/// In-memory split, for writing (prepare) and for small tests.
+struct DatasetSplit {
+  std::vector<uint8_t> images;  ///< [N, H, W, C]
+  std::vector<int32_t> labels;  ///< [N]
+  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+};
+
+/// Writes a dataset file in the layout above (mean/std computed from train).
+/// Written to `path`.tmp then renamed, so a failure leaves no half file.
+void write_dataset(const std::string& path, const DatasetSplit& train, const DatasetSplit& test,
+                   int64_t height, int64_t width, int64_t channels,
+                   const std::vector<std::string>& class_names);
+
+/// Reads one split of IDX files (gzip'ed or plain) as Fashion-MNIST ships them.
+DatasetSplit read_idx_pair(const std::string& images_path, const std::string& labels_path);
+
+/// Options of `vitkd prepare synthetic`.
+struct SyntheticSpec {
+  int64_t train = 2048, test = 512;  ///< samples per split
+  int64_t size = 16;                 ///< H = W in pixels
+  int64_t channels = 1;
+  int64_t classes = 4;
+  uint64_t seed = 1;
+};
+/// Learnable class-dependent images: each class has a fixed random template
+/// (smooth blobs); a sample is its class template, shifted by up to 2 pixels,
+/// plus noise. Deterministic in the seed.
+void make_synthetic(const SyntheticSpec& spec, DatasetSplit& train, DatasetSplit& test);
+
+/// `vitkd prepare ...` (argv after "prepare"). Runs on rank 0 only; returns an exit code.
+int prepare_main(const std::vector<std::string>& args);
+
+}  // namespace vitkd

@@ -1,0 +1,149 @@
+#include "data/loader.hpp"
+
+#include <algorithm>
+
+#include "io/h5.hpp"
+#include "util/error.hpp"
+#include "util/hash.hpp"
+
+namespace vitkd {
+
+std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch, bool shuffle) {
+  std::vector<int64_t> p(n);
+  for (int64_t i = 0; i < n; ++i) p[i] = i;
+  if (!shuffle) return p;
+  const uint64_t key = hash64(seed, 0x5045524dULL /* "PERM" */, static_cast<uint64_t>(epoch));
+  for (int64_t i = n - 1; i > 0; --i) {
+    const uint64_t r = hash64(key, static_cast<uint64_t>(i));
+    const int64_t j = static_cast<int64_t>(uniform_below(r, static_cast<uint64_t>(i + 1)));
+    std::swap(p[i], p[j]);
+  }
+  return p;
+}
+
+int64_t steps_per_epoch(int64_t n, int64_t g, bool drop_last) {
+  return drop_last ? n / g : (n + g - 1) / g;
+}
+
+std::vector<int64_t> rank_slice(const std::vector<int64_t>& perm, int64_t step, int64_t g, int rank,
+                                int world, int64_t* global_size) {
+  const int64_t n = static_cast<int64_t>(perm.size());
+  const int64_t begin = step * g;
+  const int64_t r_total = std::max<int64_t>(0, std::min(g, n - begin));
+  if (global_size) *global_size = r_total;
+  const int64_t lo = begin + (rank * r_total) / world, hi = begin + ((rank + 1) * r_total) / world;
+  std::vector<int64_t> out(perm.begin() + lo, perm.begin() + hi);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Loader::Loader(const DatasetMeta& meta, const LoaderOptions& opt) : meta_(meta), opt_(opt) {
+  n_ = opt.split == "train" ? meta.train_size : meta.test_size;
+  row_elems_ = meta.height * meta.width * meta.channels;
+  const int64_t g = opt.batch_size * opt.world;
+  if (opt.drop_last && n_ < g)
+    throw UserError(meta.path + ": split '" + opt.split + "' has " + std::to_string(n_) +
+                    " samples, fewer than one global batch (" + std::to_string(opt.batch_size) +
+                    " per rank x " + std::to_string(opt.world) +
+                    " ranks); lower data.batch_size or use more data");
+  steps_ = vitkd::steps_per_epoch(n_, g, opt.drop_last);
+  thread_ = std::thread([this] {
+    // An exception cannot cross the thread boundary: report it on the one error path.
+    try {
+      run();
+    } catch (const UserError& e) {
+      die(kExitUser, e.what());
+    } catch (const std::exception& e) {
+      die(kExitRuntime, std::string("data loader: ") + e.what());
+    }
+  });
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Loader::begin_epoch(int64_t epoch, int64_t first_step) {
+  std::lock_guard<std::mutex> l(mu_);
+  queue_.clear();
+  epoch_ = epoch;
+  next_step_ = first_step;
+  producing_ = true;
+  epoch_done_ = false;
+  ++generation_;
+  cv_.notify_all();
+}
+
+std::optional<Batch> Loader::next() {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [&] { return !queue_.empty() || epoch_done_; });
+  if (queue_.empty()) return std::nullopt;
+  Batch b = std::move(queue_.front());
+  queue_.pop_front();
+  if (queue_.empty() && !producing_) epoch_done_ = true;
+  cv_.notify_all();
+  return b;
+}
+
+void Loader::run() {
+  H5Obj file, images, labels;
+  {
+    H5Lock lock(h5_mutex());
+    file = h5_open_read(meta_.path, "dataset");
+    images = H5Obj(VK_CHECK(H5, H5Dopen2(file, ("/" + opt_.split + "/images").c_str(), H5P_DEFAULT)));
+    labels = H5Obj(VK_CHECK(H5, H5Dopen2(file, ("/" + opt_.split + "/labels").c_str(), H5P_DEFAULT)));
+  }
+  std::vector<int64_t> perm;
+  int64_t perm_epoch = -1;
+  const int64_t g = opt_.batch_size * opt_.world;
+  for (;;) {
+    int64_t epoch, step, gen;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] {
+        return quit_ || (producing_ && static_cast<int64_t>(queue_.size()) < opt_.prefetch);
+      });
+      if (quit_) break;
+      epoch = epoch_;
+      step = next_step_;
+      gen = generation_;
+      if (step >= steps_) {
+        producing_ = false;
+        if (queue_.empty()) epoch_done_ = true;
+        cv_.notify_all();
+        continue;
+      }
+    }
+    if (perm_epoch != epoch) {
+      perm = epoch_permutation(n_, opt_.seed, epoch, opt_.shuffle);
+      perm_epoch = epoch;
+    }
+    Batch b;
+    b.epoch = epoch;
+    b.step = step;
+    b.indices = rank_slice(perm, step, g, opt_.rank, opt_.world, &b.global_size);
+    b.pixels.resize(b.indices.size() * row_elems_);
+    b.labels.resize(b.indices.size());
+    {
+      H5Lock lock(h5_mutex());
+      h5_read_rows(images, b.indices, row_elems_, b.pixels.data());
+      h5_read_rows(labels, b.indices, 1, b.labels.data());
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    if (gen != generation_) continue;  // the epoch was restarted meanwhile
+    queue_.push_back(std::move(b));
+    next_step_ = step + 1;
+    cv_.notify_all();
+  }
+  H5Lock lock(h5_mutex());
+  labels.close();
+  images.close();
+  file.close();
+}
+
+}  // namespace vitkd
