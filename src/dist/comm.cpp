@@ -131,13 +131,8 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
                     "(configure with -DVITKD_WITH_NCCL=ON and CUDA + NCCL installed); use \"mpi\"");
 #endif
   }
-  if (backend == "auto") {
-#ifdef VITKD_HAVE_NCCL
-    // The model runs on the CPU in a build whose LibTorch lacks CUDA, so NCCL
-    // (device buffers) is only chosen automatically when LibTorch has CUDA.
-#endif
-    return std::make_unique<MpiCommunicator>();
-  }
+  // "auto": the model lives on the CPU (Debian's LibTorch has no CUDA), so MPI.
+  if (backend == "auto") return std::make_unique<MpiCommunicator>();
   throw UserError("dist.backend = \"" + backend + "\" is not one of \"auto\", \"mpi\", \"nccl\"");
 }
 

@@ -343,6 +343,7 @@ int train_main(const Config& cfg, const std::string& origin) {
   bool stop = false;
   student->train();
   SamplePool pool;
+  int64_t last_global = 0;  // samples in the global batch fill_once read last
 
   // One optimizer step on `n` pooled samples of a global step of `global_n`.
   auto train_step = [&](int64_t n, int64_t global_n) {
@@ -408,6 +409,7 @@ int train_main(const Config& cfg, const std::string& origin) {
     }
     samples_seen += b->global_size;
     window_seen += b->global_size;
+    last_global = b->global_size;
     if (!sifting) {
       pool.add(x, y, torch::Tensor());
       window_kept += b->global_size;
@@ -486,7 +488,7 @@ int train_main(const Config& cfg, const std::string& origin) {
         // Plain data parallelism: each step trains on exactly one global batch.
         exhausted = !fill_once(false);
         if (exhausted) break;
-        train_step(pool.size(), allreduce_sum(pool.size()));
+        train_step(pool.size(), last_global);
       } else {
         // Kept samples accumulate until every rank has a full batch; all
         // ranks decide together (an allreduce), so none can wait alone.
