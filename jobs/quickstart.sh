@@ -23,10 +23,10 @@ MPI=(mpirun -n "$NP")
 [ -f data/fmnist.h5 ] || $VITKD prepare fashion-mnist --out data/fmnist.h5
 t2=$(date +%s)
 "${MPI[@]}" $VITKD train inputs/fmnist-teacher.toml --set train.epochs="$TE" \
-  --set run.out_dir="$OUT/teacher"
+  --set run.out_dir="$OUT/teacher" --set checkpoint.resume=never
 t3=$(date +%s)
 "${MPI[@]}" $VITKD train inputs/fmnist-distill.toml --set train.epochs="$SE" \
-  --set run.out_dir="$OUT/student" --set teacher.checkpoint="$OUT/teacher/checkpoint.h5"
+  --set run.out_dir="$OUT/student" --set checkpoint.resume=never --set teacher.checkpoint="$OUT/teacher/checkpoint.h5"
 t4=$(date +%s)
 
 /usr/bin/python3 - "$OUT" $((t1 - t0)) $((t2 - t1)) $((t3 - t2)) $((t4 - t3)) <<'PY'

@@ -3,6 +3,7 @@
 #include <Kokkos_Core.hpp>
 #include <c10/util/Exception.h>
 
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "data/dataset.hpp"
 #include "dist/world.hpp"
 #include "io/h5.hpp"
+#include "io/inspect.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
 
@@ -23,6 +25,7 @@ const char* kUsage =
     "  prepare fashion-mnist --out FILE.h5 [--source DIR]\n"
     "  prepare synthetic --out FILE.h5 [--train N --test N --size S --channels C --classes K --seed S]\n"
     "  bench gemm|comm [...]                              measure matrix-product and communication rates\n"
+    "  inspect FILE.h5                                    summarise a dataset, checkpoint or timing log\n"
     "  keys                                               list every configuration key and default\n"
     "  version\n"
     "Launch with mpirun/srun for several ranks. Exit codes: 0 ok, 1 runtime failure,\n"
@@ -48,6 +51,7 @@ int run(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (cmd == "prepare") return prepare_main(rest);
+  if (cmd == "inspect") return inspect_main(rest);
   if (cmd == "bench") return bench_main(rest);
   if (cmd == "train") {
     if (rest.empty() || rest[0].rfind("--", 0) == 0)
@@ -66,7 +70,7 @@ int run(const std::vector<std::string>& args) {
     const Config cfg = load_config(rest[0], overrides);
     return train_main(cfg, rest[0]);
   }
-  std::vector<std::string> cmds{"train", "prepare", "bench", "keys", "version", "help"};
+  std::vector<std::string> cmds{"train", "prepare", "bench", "inspect", "keys", "version", "help"};
   const std::string n = nearest(cmd, cmds);
   throw UserError("unknown command '" + cmd + "'" + (n.empty() ? "" : " (did you mean '" + n + "'?)") +
                   "; run `vitkd help`");
@@ -78,6 +82,9 @@ int main(int argc, char** argv) {
   using namespace vitkd;
   int code = kExitOk;
   try {
+    // A file-size limit (ulimit -f, quota-like sandboxes) makes writes fail
+    // with EFBIG, reported through the error path, instead of killing the rank.
+    std::signal(SIGXFSZ, SIG_IGN);
     init_world(&argc, &argv);
     h5_silence_errors();
     Kokkos::ScopeGuard kokkos(argc, argv);
@@ -86,7 +93,7 @@ int main(int argc, char** argv) {
   } catch (const UserError& e) {
     die(kExitUser, e.what(), e.collective());
   } catch (const RuntimeError& e) {
-    die(kExitRuntime, e.what());
+    die(kExitRuntime, e.what(), e.collective());
   } catch (const c10::Error& e) {
     die(kExitRuntime, std::string("LibTorch: ") + e.what_without_backtrace());
   } catch (const std::exception& e) {

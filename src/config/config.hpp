@@ -41,6 +41,7 @@ namespace vitkd {
   X(train, threads, int64_t, 0, "compute threads per rank (0 = cores / ranks on the node)") \
   X(train, timing_every_steps, int64_t, 50, "append the timing log (timing.h5) every N steps") \
   X(train, mfu_ceiling, double, 0.0, "bf16 FLOP/s per core for MFU (0 = measure 1 s at start-up)") \
+  X(train, max_bad_steps, int64_t, 20, "stop (with a diagnostic checkpoint) after N consecutive NaN/Inf steps") \
   X(optim, lr, double, 1e-3, "peak learning rate")                                         \
   X(optim, weight_decay, double, 0.05, "AdamW decoupled weight decay")                     \
   X(optim, warmup_steps, int64_t, 200, "linear warm-up steps, then cosine decay")          \
@@ -60,7 +61,10 @@ namespace vitkd {
   X(dist, overlap, bool, true, "start bucket reduce-scatters during backward")              \
   X(dist, sharding, std::string, "zero1", "\"zero1\" (sharded AdamW) or \"none\" (allreduce baseline)") \
   X(precision, compute, std::string, "bf16", "\"bf16\" (autocast matmuls) or \"fp32\"")     \
-  X(precision, reduce, std::string, "fp32", "gradient reduce-scatter type: \"fp32\" or \"bf16\"")
+  X(precision, reduce, std::string, "fp32", "gradient reduce-scatter type: \"fp32\" or \"bf16\"") \
+  X(checkpoint, every_steps, int64_t, 1000, "write out_dir/checkpoint.h5 every N steps (0 = only at the end)") \
+  X(checkpoint, keep, int64_t, 2, "checkpoints kept as out_dir/checkpoint-step<N>.h5 (the newest is also checkpoint.h5)") \
+  X(checkpoint, resume, std::string, "auto", "\"auto\" (newest good checkpoint in out_dir), \"never\", or a PATH")
 
 #define VITKD_CFG_FIELD(section, key, type, def, help) type section##_##key = def;
 

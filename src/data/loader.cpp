@@ -37,6 +37,44 @@ std::vector<int64_t> rank_slice(const std::vector<int64_t>& perm, int64_t step, 
   return out;
 }
 
+Batch read_samples(const DatasetMeta& meta, const std::string& split,
+                   const std::vector<int64_t>& indices, int64_t epoch) {
+  const int64_t n = static_cast<int64_t>(indices.size());
+  const int64_t row = meta.height * meta.width * meta.channels;
+  const int64_t size = split == "train" ? meta.train_size : meta.test_size;
+  for (int64_t i : indices)
+    if (i < 0 || i >= size)
+      throw UserError("sample index " + std::to_string(i) + " is outside /" + split + " of " +
+                      meta.path + " (" + std::to_string(size) + " samples); the checkpoint belongs "
+                      "to another dataset");
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return indices[a] < indices[b]; });
+  std::vector<int64_t> sorted(n);
+  for (int64_t i = 0; i < n; ++i) sorted[i] = indices[order[i]];
+  std::vector<uint8_t> px(n * row);
+  std::vector<int32_t> lb(n);
+  {
+    H5Lock lock(h5_mutex());
+    H5Obj file = h5_open_read(meta.path, "dataset");
+    H5Obj images(VK_CHECK(H5, H5Dopen2(file, ("/" + split + "/images").c_str(), H5P_DEFAULT)));
+    H5Obj labels(VK_CHECK(H5, H5Dopen2(file, ("/" + split + "/labels").c_str(), H5P_DEFAULT)));
+    h5_read_rows(images, sorted, row, px.data());
+    h5_read_rows(labels, sorted, 1, lb.data());
+  }
+  Batch b;
+  b.epoch = epoch;
+  b.global_size = n;
+  b.indices = indices;
+  b.pixels.resize(n * row);
+  b.labels.resize(n);
+  for (int64_t k = 0; k < n; ++k) {
+    std::copy(px.begin() + k * row, px.begin() + (k + 1) * row, b.pixels.begin() + order[k] * row);
+    b.labels[order[k]] = lb[k];
+  }
+  return b;
+}
+
 Loader::Loader(const DatasetMeta& meta, const LoaderOptions& opt) : meta_(meta), opt_(opt) {
   n_ = opt.split == "train" ? meta.train_size : meta.test_size;
   row_elems_ = meta.height * meta.width * meta.channels;

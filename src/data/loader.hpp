@@ -66,6 +66,12 @@ struct LoaderOptions {
   int rank = 0, world = 1;
 };
 
+/// Reads the samples `indices` (any order) of `split` on the calling thread
+/// (sorted, coalesced reads); the Batch keeps the order of `indices`. Used to
+/// refill sifting's sample pool from a checkpoint.
+Batch read_samples(const DatasetMeta& meta, const std::string& split,
+                   const std::vector<int64_t>& indices, int64_t epoch);
+
 class Loader {
  public:
   Loader(const DatasetMeta& meta, const LoaderOptions& opt);

@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -195,7 +196,66 @@ void h5_read_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elem
   VK_CHECK(H5, H5Dread(dset, h5_type<T>(), mspace, fspace, H5P_DEFAULT, out));
 }
 
+H5Obj h5_create_dataset(hid_t loc, const std::string& path, hid_t type,
+                        const std::vector<int64_t>& dims) {
+  std::vector<hsize_t> hd(dims.begin(), dims.end());
+  H5Obj space(VK_CHECK(H5, H5Screate_simple(static_cast<int>(hd.size()), hd.data(), nullptr)));
+  H5Obj lcpl(VK_CHECK(H5, H5Pcreate(H5P_LINK_CREATE)));
+  VK_CHECK(H5, H5Pset_create_intermediate_group(lcpl, 1));
+  return H5Obj(VK_CHECK(H5, H5Dcreate2(loc, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT)));
+}
+
+namespace {
+// File and memory dataspaces selecting rows [first, first + count) of `dset`.
+struct RowSelection {
+  H5Obj file, mem;
+};
+RowSelection select_rows(hid_t dset, int64_t first, int64_t count) {
+  RowSelection sel;
+  sel.file = H5Obj(VK_CHECK(H5, H5Dget_space(dset)));
+  const int nd = VK_CHECK(H5, H5Sget_simple_extent_ndims(sel.file));
+  std::vector<hsize_t> dims(std::max(nd, 1), 1), start(std::max(nd, 1), 0);
+  VK_CHECK(H5, H5Sget_simple_extent_dims(sel.file, dims.data(), nullptr));
+  hsize_t row = 1;
+  for (int i = 1; i < nd; ++i) row *= dims[i];
+  if (first < 0 || count < 0 || static_cast<hsize_t>(first + count) > dims[0])
+    throw RuntimeError("HDF5 row selection [" + std::to_string(first) + ", " +
+                       std::to_string(first + count) + ") is outside a dataset of " +
+                       std::to_string(dims[0]) + " rows");
+  hsize_t n = static_cast<hsize_t>(count) * row;
+  sel.mem = H5Obj(VK_CHECK(H5, H5Screate_simple(1, &n, nullptr)));
+  if (count == 0) {
+    VK_CHECK(H5, H5Sselect_none(sel.file));
+    VK_CHECK(H5, H5Sselect_none(sel.mem));
+  } else {
+    std::vector<hsize_t> cnt(dims);
+    start[0] = static_cast<hsize_t>(first);
+    cnt[0] = static_cast<hsize_t>(count);
+    VK_CHECK(H5, H5Sselect_hyperslab(sel.file, H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr));
+  }
+  return sel;
+}
+}  // namespace
+
+template <class T>
+void h5_write_slab(hid_t dset, int64_t first, int64_t count, const T* data, bool collective) {
+  RowSelection sel = select_rows(dset, first, count);
+  // An empty dataset has no storage to write to (the same on every rank).
+  if (VK_CHECK(H5, H5Sget_simple_extent_npoints(sel.file)) == 0) return;
+  H5Obj dxpl(VK_CHECK(H5, H5Pcreate(H5P_DATASET_XFER)));
+  if (collective) VK_CHECK(H5, H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
+  VK_CHECK(H5, H5Dwrite(dset, h5_type<T>(), sel.mem, sel.file, dxpl, data));
+}
+
+template <class T> void h5_read_slab(hid_t dset, int64_t first, int64_t count, T* out) {
+  if (count == 0) return;
+  RowSelection sel = select_rows(dset, first, count);
+  VK_CHECK(H5, H5Dread(dset, h5_type<T>(), sel.mem, sel.file, H5P_DEFAULT, out));
+}
+
 #define VITKD_H5_INSTANTIATE(T)                                                            \
+  template void h5_write_slab<T>(hid_t, int64_t, int64_t, const T*, bool);                 \
+  template void h5_read_slab<T>(hid_t, int64_t, int64_t, T*);                              \
   template void h5_write<T>(hid_t, const std::string&, const T*, const std::vector<int64_t>&); \
   template void h5_read<T>(hid_t, const std::string&, std::vector<T>&);                    \
   template void h5_read<T>(hid_t, const std::string&, T*, int64_t);                         \

@@ -83,6 +83,19 @@ template <class T> void h5_read(hid_t loc, const std::string& path, T* out, int6
 template <class T>
 void h5_read_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elems, T* out);
 
+/// Creates a dataset of `dims` (intermediate groups as needed). In a file
+/// opened with the MPI-IO driver this is collective: every rank calls it with
+/// the same arguments, in the same order.
+H5Obj h5_create_dataset(hid_t loc, const std::string& path, hid_t type,
+                        const std::vector<int64_t>& dims);
+/// Writes rows [first, first + count) along axis 0 of `dset` (a row is the
+/// product of the other axes). `count` may be 0. With `collective`, every rank
+/// of the file's communicator must call it (MPI-IO collective transfer).
+template <class T>
+void h5_write_slab(hid_t dset, int64_t first, int64_t count, const T* data, bool collective);
+/// Reads rows [first, first + count) along axis 0 of `dset`.
+template <class T> void h5_read_slab(hid_t dset, int64_t first, int64_t count, T* out);
+
 // Attributes on a file, group or dataset (`loc`).
 void h5_attr_write(hid_t loc, const std::string& name, const std::string& value);
 void h5_attr_write(hid_t loc, const std::string& name, int64_t value);

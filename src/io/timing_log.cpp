@@ -2,6 +2,10 @@
 
 #include <mpi.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 
 #include "dist/world.hpp"
 #include "util/error.hpp"
@@ -73,10 +77,46 @@ void append(hid_t file, const std::string& path, hid_t type, hsize_t rows, hsize
 
 }  // namespace
 
-TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t flush_every)
+TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t flush_every,
+                     int64_t resume_step)
     : flush_every_(std::max<int64_t>(1, flush_every)) {
   H5Lock lock(h5_mutex());
   const World& w = world();
+  if (resume_step >= 0) {
+    // Rank 0 checks that the old log is whole and has this rank count.
+    int64_t rows[2] = {-1, -1};
+    if (w.root() && access(path.c_str(), F_OK) == 0) {
+      try {
+        H5Obj old = h5_open_read(path, "timing log");
+        if (h5_attr_string(old, "format") == "vitkd-timing" &&
+            h5_attr_int(old, "world_size") == w.size) {
+          // Keep the rows of steps up to the checkpoint (a killed run may
+          // have logged steps after it, and may have died mid-append).
+          auto rows_through = [&](const char* steps, const char* other) {
+            std::vector<int64_t> v;
+            h5_read(old, steps, v);
+            const int64_t n = std::min<int64_t>(v.size(), h5_dataset_info(old, other).dims[0]);
+            int64_t k = 0;
+            while (k < n && v[k] <= resume_step) ++k;
+            return k;
+          };
+          rows[0] = rows_through("/metrics/step", "/step_wall_seconds");
+          rows[1] = rows_through("/eval/step", "/eval/test_top1");
+        }
+      } catch (const std::exception&) {
+        rows[0] = -1;
+      }
+      if (rows[0] < 0) VK_CHECK(FILE, std::rename(path.c_str(), (path + ".prev").c_str()) == 0);
+    }
+    broadcast_bytes(rows, sizeof rows, 0);
+    if (rows[0] >= 0) {
+      file_ = h5_open_parallel(path, true);
+      written_ = rows[0];
+      evals_written_ = rows[1];
+      cpu_times(&last_user_, &last_sys_);
+      return;
+    }
+  }
   file_ = h5_create_parallel(path);
   // Attributes are collective metadata: every rank writes the same values.
   h5_attr_write(file_, "format", std::string("vitkd-timing"));

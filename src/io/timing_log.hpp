@@ -38,8 +38,12 @@ struct StepMetrics {
 
 class TimingLog {
  public:
-  /// Collective: creates `path` (truncating it).
-  TimingLog(const std::string& path, const TimingLogAttrs& attrs, int64_t flush_every);
+  /// Collective: creates `path` (truncating it). A resumed run passes the
+  /// checkpoint's step as `resume_step`: an existing log written at the same
+  /// rank count keeps its rows up to that step and is appended to; a log that
+  /// cannot be appended to is moved to `path`.prev and a new one started.
+  TimingLog(const std::string& path, const TimingLogAttrs& attrs, int64_t flush_every,
+            int64_t resume_step = -1);
   ~TimingLog();
   /// Records one step: this rank's phase times and wall time, plus metrics.
   /// CPU times are taken here (getrusage since the previous call).

@@ -42,6 +42,11 @@ class Sifter {
   std::vector<uint8_t> select(const std::vector<int64_t>& indices,
                               const std::vector<double>& losses, int64_t epoch);
   const LossHistory& history() const { return history_; }
+  /// Refills the history from a checkpoint (`oldest_first`, as ordered()).
+  void restore_history(const std::vector<double>& oldest_first) {
+    history_ = LossHistory(history_.capacity());
+    for (double l : oldest_first) history_.push(l);
+  }
   double beta() const { return beta_; }
 
  private:

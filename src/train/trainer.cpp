@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 #include <chrono>
+#include <csignal>
 #include <thread>
 
 #include "bench/bench.hpp"
@@ -26,6 +27,7 @@
 #include "optim/flat_params.hpp"
 #include "optim/zero.hpp"
 #include "sift/sifter.hpp"
+#include "train/preempt.hpp"
 #include "train/timing.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
@@ -121,17 +123,35 @@ torch::Tensor batch_labels(const Batch& b) {
 // Samples waiting for a training step: normalized inputs, labels and (with
 // the kd sifting criterion) the teacher logits computed during selection.
 struct PoolTake {
-  torch::Tensor x, y, t;  ///< [n,C,H,W], [n], [n,K] or undefined
+  torch::Tensor x, y, t, i;  ///< [n,C,H,W], [n], [n,K] or undefined, [n] sample indices
 };
 class SamplePool {
  public:
   int64_t size() const { return size_; }
-  void add(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& t) {
+  void add(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& t,
+           const torch::Tensor& i) {
     if (x.size(0) == 0) return;
     xs_.push_back(x);
     ys_.push_back(y);
     ts_.push_back(t);
+    is_.push_back(i);
     size_ += x.size(0);
+  }
+  /// Pooled sample indices, in pool order (for checkpoints).
+  std::vector<int64_t> indices() const {
+    std::vector<int64_t> out;
+    for (auto& i : is_) out.insert(out.end(), i.data_ptr<int64_t>(), i.data_ptr<int64_t>() + i.numel());
+    return out;
+  }
+  /// Pooled teacher logits [n*K] row-major, or empty when none were computed.
+  std::vector<float> logits() const {
+    std::vector<float> out;
+    for (auto& t : ts_)
+      if (t.defined()) {
+        auto c = t.contiguous();
+        out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+      }
+    return out;
   }
   /// Removes and returns the first n samples (n <= size()).
   PoolTake take(int64_t n) {
@@ -140,28 +160,26 @@ class SamplePool {
     auto cat = [](std::vector<torch::Tensor>& v) {
       return v.size() == 1 ? v[0] : torch::cat(v, 0);
     };
-    auto x = cat(xs_), y = cat(ys_);
+    auto x = cat(xs_), y = cat(ys_), i = cat(is_);
     const bool has_t = ts_.front().defined();
     torch::Tensor t = has_t ? cat(ts_) : torch::Tensor();
     out.x = x.narrow(0, 0, n);
     out.y = y.narrow(0, 0, n);
+    out.i = i.narrow(0, 0, n);
     if (has_t) out.t = t.narrow(0, 0, n);
     xs_.clear();
     ys_.clear();
     ts_.clear();
-    size_ -= n;
-    if (size_ > 0) add_rest(x.narrow(0, n, size_), y.narrow(0, n, size_),
-                            has_t ? t.narrow(0, n, size_) : torch::Tensor());
+    is_.clear();
+    const int64_t rest = size_ - n;
+    size_ = 0;
+    if (rest > 0) add(x.narrow(0, n, rest), y.narrow(0, n, rest),
+                      has_t ? t.narrow(0, n, rest) : torch::Tensor(), i.narrow(0, n, rest));
     return out;
   }
 
  private:
-  void add_rest(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& t) {
-    xs_.push_back(x);
-    ys_.push_back(y);
-    ts_.push_back(t);
-  }
-  std::vector<torch::Tensor> xs_, ys_, ts_;
+  std::vector<torch::Tensor> xs_, ys_, ts_, is_;
   int64_t size_ = 0;
 };
 
@@ -187,6 +205,52 @@ double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, bool bf16) {
   correct = allreduce_sum(correct);
   total = allreduce_sum(total);
   return total ? double(correct) / double(total) : 0.0;
+}
+
+// Rank 0's string on every rank.
+std::string broadcast_string(std::string s) {
+  int64_t n = static_cast<int64_t>(s.size());
+  broadcast_bytes(&n, sizeof n, 0);
+  s.resize(n);
+  if (n > 0) broadcast_bytes(&s[0], n, 0);
+  return s;
+}
+
+// The checkpoint to resume from ("" = start fresh), per checkpoint.resume.
+// Rank 0 decides and tells the others, so every rank loads the same file.
+std::string resolve_resume(const Config& cfg, ViT& model, int64_t numel) {
+  std::string chosen, error;
+  if (world().root() && cfg.checkpoint_resume != "never") {
+    if (cfg.checkpoint_resume == "auto") {
+      const auto cands = checkpoint_candidates(cfg.run_out_dir);
+      std::string first_problem;
+      for (size_t i = 0; i < cands.size() && chosen.empty(); ++i) {
+        try {
+          validate_training_checkpoint(cands[i], model, numel);
+          chosen = cands[i];
+        } catch (const UserError& e) {
+          if (first_problem.empty()) first_problem = e.what();
+          log0("resume: %s is unusable: %s\n", cands[i].c_str(), e.what());
+        }
+      }
+      if (!chosen.empty() && chosen != cands.front())
+        log0("resume: falling back to the previous good checkpoint %s\n", chosen.c_str());
+      if (chosen.empty() && !cands.empty())
+        error = "checkpoint.resume = \"auto\": " + cfg.run_out_dir +
+                " holds checkpoints but none can be resumed (newest: " + first_problem +
+                "); choose another run.out_dir, or set checkpoint.resume = \"never\" to start over";
+    } else {
+      try {
+        validate_training_checkpoint(cfg.checkpoint_resume, model, numel);
+        chosen = cfg.checkpoint_resume;
+      } catch (const UserError& e) {
+        error = std::string("checkpoint.resume: ") + e.what();
+      }
+    }
+  }
+  error = broadcast_string(error);
+  if (!error.empty()) throw UserError(error);
+  return broadcast_string(chosen);
 }
 
 }  // namespace
@@ -310,8 +374,6 @@ int train_main(const Config& cfg, const std::string& origin) {
   ta.threads_per_rank = threads;
   ta.flops_per_sample = flops_per_sample;
   ta.gemm_bf16_flops_per_core = ceiling;
-  TimingLog tlog(cfg.run_out_dir + "/timing.h5", ta, cfg.train_timing_every_steps);
-  log0("setup took %.1f s\n", seconds_since(t_setup));
 
   // ---- sifting ---------------------------------------------------------------
   const bool sift_on = cfg.sift_enabled;
@@ -329,20 +391,91 @@ int train_main(const Config& cfg, const std::string& origin) {
     VK_CHECK(FILE, sift_trace != nullptr);
   }
 
-  // ---- loop ------------------------------------------------------------------
+  // ---- resume ------------------------------------------------------------------
+  const TestFaults& faults = TestFaults::get();
+  install_preemption_handlers();
   PhaseTimes times;
-  int64_t step = 0, bad_steps = 0, samples_seen = 0, samples_trained = 0, teacher_forwards = 0;
+  int64_t step = 0, bad_steps = 0, bad_run = 0, samples_seen = 0, samples_trained = 0,
+          teacher_forwards = 0;
+  double test_top1 = -1, prior_train_seconds = 0;
+  std::vector<double> top1_per_epoch;
+  int64_t epochs_done = 0, start_epoch = 0, start_batch = 0;
+  SamplePool pool;
+  const int64_t logit_dim = sift_kd ? spec.classes : 0;  // pooled teacher logits per sample
+  auto optimizer_shard = [&] {
+    return OptimizerShard{flat.numel, flat.padded, shard, opt.adamw().m(), opt.adamw().v(),
+                          opt.adamw().steps()};
+  };
+  const std::string resume_from = resolve_resume(cfg, student, flat.numel);
+  if (!resume_from.empty()) {
+    const CheckpointInfo info = read_checkpoint_info(resume_from);
+    OptimizerShard os = optimizer_shard();
+    const TrainState st = load_training_checkpoint(resume_from, student, os, w.rank, w.size);
+    if (st.global_batch != G) {
+      const bool fits = st.global_batch % w.size == 0;
+      throw UserError(resume_from + " was written with a global batch of " +
+                      std::to_string(st.global_batch) + " samples, this run has " +
+                      std::to_string(G) + " (data.batch_size " + std::to_string(cfg.data_batch_size) +
+                      " x " + std::to_string(w.size) + " ranks); " +
+                      (fits ? "set data.batch_size = " + std::to_string(st.global_batch / w.size)
+                            : std::string("use a rank count that divides ") + std::to_string(st.global_batch)) +
+                      " to resume, or checkpoint.resume = \"never\" to start over");
+    }
+    if (st.seed != static_cast<uint64_t>(cfg.run_seed))
+      throw UserError(resume_from + " was written with run.seed = " + std::to_string(st.seed) +
+                      "; resume with the same seed (the data order depends on it), or set "
+                      "checkpoint.resume = \"never\" to start over");
+    opt.adamw().set_steps(os.adam_steps);
+    step = info.step;
+    epochs_done = info.epoch;
+    test_top1 = info.test_top1;
+    bad_steps = st.bad_steps;
+    samples_seen = st.samples_seen;
+    samples_trained = st.samples_trained;
+    teacher_forwards = w.root() ? st.teacher_forwards : 0;  // reported as the sum over ranks
+    prior_train_seconds = st.train_seconds;
+    top1_per_epoch = st.top1_per_epoch;
+    start_epoch = st.data_epoch;
+    start_batch = st.data_batch;
+    sifter.restore_history(st.sift_history);
+    if (!st.pool_index.empty()) {
+      Batch b = read_samples(meta, "train", st.pool_index, start_epoch);
+      torch::Tensor t;
+      if (sift_kd && st.logit_dim == spec.classes)
+        t = torch::from_blob(const_cast<float*>(st.pool_logits.data()),
+                             {b.size(), st.logit_dim}, torch::kFloat32).clone();
+      auto x = batch_input(b, meta, aug);
+      if (sift_kd && !t.defined()) {
+        torch::NoGradGuard ng;
+        AutocastBf16 ac(bf16);
+        t = teacher->forward(x).prediction().to(torch::kFloat32);
+      }
+      pool.add(x, batch_labels(b), t, torch::tensor(st.pool_index, torch::kLong));
+    }
+    log0("resume: from %s (written at %lld rank(s)): step %lld, epoch %lld, batch %lld of the epoch, "
+         "%lld samples seen%s\n", resume_from.c_str(), (long long)info.world_size, (long long)step,
+         (long long)start_epoch + 1, (long long)start_batch, (long long)samples_seen,
+         info.world_size != w.size ? "; optimizer state resharded to this rank count" : "");
+    if (st.complete) {
+      log0("resume: the run in %s already finished its schedule; nothing to do (set "
+           "checkpoint.resume = \"never\" to train again from scratch)\n", cfg.run_out_dir.c_str());
+      return kExitOk;
+    }
+  }
+  TimingLog tlog(cfg.run_out_dir + "/timing.h5", ta, cfg.train_timing_every_steps,
+                 resume_from.empty() ? -1 : step);
+  log0("setup took %.1f s\n", seconds_since(t_setup));
+
+  // ---- loop ------------------------------------------------------------------
   double loss_acc = 0, loss_n = 0, last_loss = NAN, lr = 0, step_loss = NAN;
   int64_t step_n = 0;
-  double test_top1 = -1;
-  std::vector<double> top1_per_epoch;
-  int64_t epochs_done = 0;
+  int64_t cur_epoch = start_epoch, data_batch = start_batch;  // the data cursor
+  const int64_t seen_at_start = samples_seen, trained_at_start = samples_trained;
   const auto t_train = Clock::now();
   auto t_window = Clock::now();
   int64_t window_samples = 0, window_seen = 0, window_kept = 0;
   bool stop = false;
   student->train();
-  SamplePool pool;
   int64_t last_global = 0;  // samples in the global batch fill_once read last
 
   // One optimizer step on `n` pooled samples of a global step of `global_n`.
@@ -360,14 +493,9 @@ int train_main(const Config& cfg, const std::string& origin) {
       torch::Tensor loss;
       {
         ScopedPhase ph(times, Phase::StudentForward);
-        // Test-only fault injection: VITKD_TEST_SLOW_RANK=r:ms makes rank r a straggler.
-        static const std::pair<int, int> slow = [] {
-          const char* v = std::getenv("VITKD_TEST_SLOW_RANK");
-          int r = -1, ms = 0;
-          if (v) std::sscanf(v, "%d:%d", &r, &ms);
-          return std::make_pair(r, ms);
-        }();
-        if (slow.first == w.rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow.second));
+        // Test-only fault injection (train/preempt.hpp): a straggler rank.
+        if (faults.slow_rank == w.rank)
+          std::this_thread::sleep_for(std::chrono::milliseconds(faults.slow_ms));
         AutocastBf16 ac(bf16);
         ViTOutput out = student->forward(take.x);
         auto per = distill ? distill_loss_per_sample(out, take.t, take.y, dspec)
@@ -379,8 +507,10 @@ int train_main(const Config& cfg, const std::string& origin) {
       (loss * weight).backward();
       step_loss = loss.item<double>();
       step_n = n;
-      loss_acc += step_loss * n;
-      loss_n += n;
+      if (std::isfinite(step_loss)) {
+        loss_acc += step_loss * n;
+        loss_n += n;
+      }
     } else {
       step_loss = NAN;
       step_n = 0;
@@ -391,7 +521,15 @@ int train_main(const Config& cfg, const std::string& origin) {
     lr = schedule_lr(double(samples_seen), warmup_samples, total_samples, cfg.optim_lr, cfg.optim_min_lr);
     const AdamWHyper h{lr, cfg.optim_beta1, cfg.optim_beta2, cfg.optim_eps, cfg.optim_weight_decay};
     const double gnorm = opt.step(h, cfg.optim_grad_clip, &times);
-    if (!std::isfinite(gnorm)) ++bad_steps;
+    if (!std::isfinite(gnorm)) {  // every rank sees the same global norm and skipped the update
+      ++bad_steps;
+      ++bad_run;
+      log0("step %lld: non-finite loss or gradient (norm %g): update skipped (%lld in a row, "
+           "train.max_bad_steps = %lld)\n", (long long)step + 1, gnorm, (long long)bad_run,
+           (long long)cfg.train_max_bad_steps);
+    } else {
+      bad_run = 0;
+    }
     flat.zero_grad();
     ++step;
   };
@@ -406,12 +544,15 @@ int train_main(const Config& cfg, const std::string& origin) {
       if (!b) return false;
       x = batch_input(*b, meta, aug);
       y = batch_labels(*b);
+      if (faults.corrupt(step) && w.rank == 0) x.fill_(NAN);  // test-only: a corrupt batch
     }
+    data_batch = b->step + 1;
+    auto idx_t = torch::tensor(b->indices, torch::kLong);
     samples_seen += b->global_size;
     window_seen += b->global_size;
     last_global = b->global_size;
     if (!sifting) {
-      pool.add(x, y, torch::Tensor());
+      pool.add(x, y, torch::Tensor(), idx_t);
       window_kept += b->global_size;
       return true;
     }
@@ -434,11 +575,7 @@ int train_main(const Config& cfg, const std::string& origin) {
     }
     // Test-only fault injection: VITKD_TEST_SIFT_ZERO_LOSS_RANK=r gives rank r
     // zero losses, so it keeps (almost) nothing for many batches.
-    static const int zero_rank = [] {
-      const char* v = std::getenv("VITKD_TEST_SIFT_ZERO_LOSS_RANK");
-      return v ? std::atoi(v) : -1;
-    }();
-    if (zero_rank == w.rank && n > 0) per = torch::zeros_like(per);
+    if (faults.sift_zero_rank == w.rank && n > 0) per = torch::zeros_like(per);
     std::vector<double> mine(2 * n);
     for (int64_t i = 0; i < n; ++i) {
       mine[2 * i] = static_cast<double>(b->indices[i]);
@@ -471,18 +608,59 @@ int train_main(const Config& cfg, const std::string& origin) {
     if (!rows.empty()) {
       auto sel = torch::tensor(rows, torch::kLong);
       pool.add(x.index_select(0, sel), y.index_select(0, sel),
-               t_logits.defined() ? t_logits.index_select(0, sel) : torch::Tensor());
+               t_logits.defined() ? t_logits.index_select(0, sel) : torch::Tensor(),
+               idx_t.index_select(0, sel));
     }
     return true;
   };
 
-  for (int64_t epoch = 0; epoch < cfg.train_epochs && !stop; ++epoch) {
-    train.begin_epoch(epoch);
+  // Collective: a training checkpoint at `path`; `publish` makes it
+  // out_dir/checkpoint.h5 (keeping checkpoint.keep step files).
+  auto write_checkpoint = [&](const std::string& path, bool complete, bool publish) {
+    ScopedPhase ph(times, Phase::Checkpoint);
+    CheckpointInfo info;
+    info.spec = spec;
+    info.step = step;
+    info.epoch = epochs_done;
+    info.world_size = w.size;
+    info.mode = cfg.run_mode;
+    info.config = config_text;
+    info.test_top1 = test_top1;
+    TrainState st;
+    st.seed = static_cast<uint64_t>(cfg.run_seed);
+    st.global_batch = G;
+    st.data_epoch = cur_epoch;
+    st.data_batch = data_batch;
+    st.samples_seen = samples_seen;
+    st.samples_trained = samples_trained;
+    st.teacher_forwards = allreduce_sum(teacher_forwards);
+    st.bad_steps = bad_steps;
+    st.train_seconds = prior_train_seconds + seconds_since(t_train);
+    st.complete = complete;
+    st.top1_per_epoch = top1_per_epoch;
+    st.sift_history = sifter.history().ordered();
+    st.pool_index = pool.indices();
+    st.logit_dim = logit_dim;
+    if (logit_dim > 0) {
+      st.pool_logits = pool.logits();
+      st.pool_logits.resize(st.pool_index.size() * logit_dim, 0.0f);
+    }
+    save_training_checkpoint(path, student, info, st, optimizer_shard());
+    if (publish && w.root()) publish_checkpoint(cfg.run_out_dir, path, cfg.checkpoint_keep);
+    barrier();
+  };
+
+  for (int64_t epoch = start_epoch; epoch < cfg.train_epochs && !stop; ++epoch) {
+    cur_epoch = epoch;
+    data_batch = epoch == start_epoch ? start_batch : 0;
+    train.begin_epoch(epoch, data_batch);
     bool exhausted = false;
     while (!exhausted) {
+      if (faults.kill_rank == w.rank && faults.kill_step == step) std::raise(SIGKILL);  // test-only
       times.next_step();
       const auto t_step = Clock::now();
       const int64_t seen_before = samples_seen, trained_before = samples_trained;
+      bool preempt = false;
       const bool sifting = sift_on && step >= cfg.sift_delay;
       if (!sifting) {
         // Plain data parallelism: each step trains on exactly one global batch.
@@ -515,8 +693,13 @@ int train_main(const Config& cfg, const std::string& origin) {
         m.samples_seen = samples_seen;
         m.samples_trained = samples_trained;
         m.teacher_forwards = teacher_forwards;  // this rank's; summed by the report if needed
-        double ls[2] = {std::isfinite(step_loss) ? step_loss * step_n : 0.0, double(step_n)};
-        allreduce_sum_inplace(ls, 2);  // the global mean loss of this step
+        // The global mean loss of this step, and whether any rank was told
+        // to stop (SIGTERM/SIGUSR1), in the one allreduce a step needs anyway.
+        const bool signalled = preemption_signalled() || (w.root() && faults.preempt_step == step);
+        double ls[3] = {std::isfinite(step_loss) ? step_loss * step_n : 0.0, double(step_n),
+                        signalled ? 1.0 : 0.0};
+        allreduce_sum_inplace(ls, 3);
+        preempt = ls[2] > 0;
         m.loss = ls[1] > 0 ? ls[0] / ls[1] : NAN;
         m.lr = lr;
         m.kept_fraction = samples_seen > seen_before
@@ -534,7 +717,8 @@ int train_main(const Config& cfg, const std::string& origin) {
         const double dt = seconds_since(t_window);
         const double ips = dt > 0 ? window_samples / dt : 0;
         const double elapsed = seconds_since(t_train);
-        const double done = std::min(1.0, samples_seen / total_samples);
+        const double done = std::min(1.0, (samples_seen - seen_at_start) /
+                                              std::max(1.0, total_samples - seen_at_start));
         const double eta = done > 0 ? elapsed * (1.0 - done) / done : 0.0;
         const int64_t tf = allreduce_sum(teacher_forwards);
         log0("step %lld/%lld | epoch %lld/%lld | loss %.4f | lr %.2e | seen %lld | trained %lld | kept %.2f | "
@@ -546,10 +730,34 @@ int train_main(const Config& cfg, const std::string& origin) {
         t_window = Clock::now();
         window_samples = window_seen = window_kept = 0;
       }
+      if (bad_run >= cfg.train_max_bad_steps) {
+        char name[64];
+        std::snprintf(name, sizeof name, "/diagnostic-step%08lld.h5", (long long)step);
+        write_checkpoint(cfg.run_out_dir + name, false, false);
+        throw RuntimeError(std::to_string(bad_run) + " consecutive steps had a non-finite loss or "
+                           "gradient (train.max_bad_steps = " + std::to_string(cfg.train_max_bad_steps) +
+                           "); stopped at step " + std::to_string(step) + " and wrote " +
+                           cfg.run_out_dir + name + " to inspect (`vitkd inspect`); lower optim.lr, "
+                           "check the data, or resume from " + cfg.run_out_dir + "/checkpoint.h5",
+                           /*collective=*/true);
+      }
+      if (preempt) {
+        const std::string path = checkpoint_step_path(cfg.run_out_dir, step);
+        write_checkpoint(path, false, true);
+        tlog.flush();
+        log0("preempted (SIGTERM/SIGUSR1) after step %lld: wrote %s/checkpoint.h5; exiting with "
+             "code %d so that the job is requeued; the next run resumes from it\n",
+             (long long)step, cfg.run_out_dir.c_str(), int(kExitPreempted));
+        return kExitPreempted;
+      }
       if (step >= total_steps) {
         stop = true;
         break;
       }
+      // No periodic checkpoint inside a run of non-finite steps: checkpoint.h5
+      // stays at the last step that trained normally.
+      if (cfg.checkpoint_every_steps > 0 && step % cfg.checkpoint_every_steps == 0 && bad_run == 0)
+        write_checkpoint(checkpoint_step_path(cfg.run_out_dir, step), false, true);
     }
     epochs_done = epoch + 1;
     const bool last = (stop || epoch + 1 == cfg.train_epochs) && cfg.train_final_eval;
@@ -569,26 +777,15 @@ int train_main(const Config& cfg, const std::string& origin) {
   if (sift_trace) std::fclose(sift_trace);
   tlog.flush();
   const double log_overhead = allreduce_max(tlog.overhead_seconds());
-  const double train_seconds = seconds_since(t_train);
+  const double run_seconds = seconds_since(t_train);  // this run (a resumed run adds its past)
+  const double train_seconds = prior_train_seconds + run_seconds;
   const double eval_seconds = allreduce_max(times.total[static_cast<int>(Phase::Eval)]);
-  const double ips = samples_trained / std::max(1e-9, train_seconds - eval_seconds);
+  const double ips = (samples_trained - trained_at_start) / std::max(1e-9, run_seconds - eval_seconds);
 
   // ---- outputs ---------------------------------------------------------------
-  {
-    ScopedPhase ph(times, Phase::Checkpoint);
-    if (w.root()) {
-      CheckpointInfo info;
-      info.spec = spec;
-      info.step = step;
-      info.epoch = epochs_done;
-      info.world_size = w.size;
-      info.mode = cfg.run_mode;
-      info.config = config_text;
-      info.test_top1 = test_top1;
-      save_checkpoint(cfg.run_out_dir + "/checkpoint.h5", student, info);
-    }
-    barrier();
-  }
+  cur_epoch = epochs_done;
+  data_batch = 0;
+  write_checkpoint(checkpoint_step_path(cfg.run_out_dir, step), true, true);
   const int64_t teacher_forwards_total = allreduce_sum(teacher_forwards);
   if (w.root()) {
     JsonObject r;
@@ -614,7 +811,8 @@ int train_main(const Config& cfg, const std::string& origin) {
         .set("comm_bytes_sent_rank0", comm->bytes_sent())
         .set("comm_backend", comm->name())
         .set("final_loss", last_loss)
-        .set("timing_log_overhead_fraction", log_overhead / std::max(1e-9, train_seconds))
+        .set("timing_log_overhead_fraction", log_overhead / std::max(1e-9, run_seconds))
+        .set("resumed_from", resume_from)
         .set("skipped_steps", bad_steps)
         .set("test_top1_per_epoch", top1_per_epoch)
         .set("threads_per_rank", threads)

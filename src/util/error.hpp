@@ -36,9 +36,16 @@ class UserError : public std::runtime_error {
 
 /// A runtime failure that is not the user's fault but is still reported as
 /// one clean line (e.g. a file system error while writing a checkpoint).
+/// `collective` as for UserError (e.g. every rank saw the same non-finite
+/// gradient norm).
 class RuntimeError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit RuntimeError(const std::string& msg, bool collective = false)
+      : std::runtime_error(msg), collective_(collective) {}
+  bool collective() const { return collective_; }
+
+ private:
+  bool collective_;
 };
 
 /// Prints "vitkd: error: <msg>" (prefixed with the rank when the world has
