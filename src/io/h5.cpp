@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -195,11 +196,50 @@ void h5_read_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elem
   VK_CHECK(H5, H5Dread(dset, h5_type<T>(), mspace, fspace, H5P_DEFAULT, out));
 }
 
+template <class T>
+H5Obj h5_create_dataset(hid_t loc, const std::string& path, const std::vector<int64_t>& dims) {
+  std::vector<hsize_t> hd(dims.begin(), dims.end());
+  H5Obj space(VK_CHECK(H5, H5Screate_simple(static_cast<int>(hd.size()), hd.data(), nullptr)));
+  H5Obj lcpl(VK_CHECK(H5, H5Pcreate(H5P_LINK_CREATE)));
+  VK_CHECK(H5, H5Pset_create_intermediate_group(lcpl, 1));
+  return H5Obj(VK_CHECK(H5, H5Dcreate2(loc, path.c_str(), h5_type<T>(), space, lcpl, H5P_DEFAULT,
+                                       H5P_DEFAULT)));
+}
+
+template <class T>
+void h5_write_rows_collective(hid_t dset, int64_t first, int64_t count, const T* data) {
+  H5Obj fspace(VK_CHECK(H5, H5Dget_space(dset)));
+  const int nd = VK_CHECK(H5, H5Sget_simple_extent_ndims(fspace));
+  std::vector<hsize_t> dims(nd), start(nd, 0), cnt(nd);
+  VK_CHECK(H5, H5Sget_simple_extent_dims(fspace, dims.data(), nullptr));
+  hsize_t row = 1;
+  for (int i = 1; i < nd; ++i) {
+    cnt[i] = dims[i];
+    row *= dims[i];
+  }
+  start[0] = static_cast<hsize_t>(first);
+  cnt[0] = static_cast<hsize_t>(count);
+  hsize_t total = std::max<hsize_t>(1, cnt[0] * row);
+  H5Obj mspace(VK_CHECK(H5, H5Screate_simple(1, &total, nullptr)));
+  if (count > 0) {
+    VK_CHECK(H5, H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr));
+  } else {
+    VK_CHECK(H5, H5Sselect_none(fspace));
+    VK_CHECK(H5, H5Sselect_none(mspace));
+  }
+  H5Obj dxpl(VK_CHECK(H5, H5Pcreate(H5P_DATASET_XFER)));
+  VK_CHECK(H5, H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
+  static const T dummy{};  // HDF5 wants a buffer even for an empty selection
+  VK_CHECK(H5, H5Dwrite(dset, h5_type<T>(), mspace, fspace, dxpl, data ? data : &dummy));
+}
+
 #define VITKD_H5_INSTANTIATE(T)                                                            \
   template void h5_write<T>(hid_t, const std::string&, const T*, const std::vector<int64_t>&); \
   template void h5_read<T>(hid_t, const std::string&, std::vector<T>&);                    \
   template void h5_read<T>(hid_t, const std::string&, T*, int64_t);                         \
-  template void h5_read_rows<T>(hid_t, const std::vector<int64_t>&, int64_t, T*);
+  template void h5_read_rows<T>(hid_t, const std::vector<int64_t>&, int64_t, T*);          \
+  template H5Obj h5_create_dataset<T>(hid_t, const std::string&, const std::vector<int64_t>&); \
+  template void h5_write_rows_collective<T>(hid_t, int64_t, int64_t, const T*);
 VITKD_H5_INSTANTIATE(uint8_t)
 VITKD_H5_INSTANTIATE(uint16_t)
 VITKD_H5_INSTANTIATE(int32_t)

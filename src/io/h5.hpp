@@ -83,6 +83,16 @@ template <class T> void h5_read(hid_t loc, const std::string& path, T* out, int6
 template <class T>
 void h5_read_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elems, T* out);
 
+/// Creates a dataset of T with extent `dims` (intermediate groups as needed)
+/// without writing data. Collective when the file is open with MPI-IO.
+template <class T>
+H5Obj h5_create_dataset(hid_t loc, const std::string& path, const std::vector<int64_t>& dims);
+/// Writes rows [first, first + count) of a dataset whose first axis is the
+/// sample axis (`data` holds them contiguously) with collective MPI-IO: every
+/// rank calls it, with its own hyperslab; count may be 0.
+template <class T>
+void h5_write_rows_collective(hid_t dset, int64_t first, int64_t count, const T* data);
+
 // Attributes on a file, group or dataset (`loc`).
 void h5_attr_write(hid_t loc, const std::string& name, const std::string& value);
 void h5_attr_write(hid_t loc, const std::string& name, int64_t value);
