@@ -44,6 +44,9 @@ std::string decode_png(const std::string& path, int64_t channels, Image& out) {
            " pixels is too large";
   }
   img.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  // 16-bit files without gamma information are sRGB-encoded like 8-bit ones
+  // (libpng would otherwise take them as linear and brighten them).
+  img.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;
   out.height = img.height;
   out.width = img.width;
   out.channels = channels;
