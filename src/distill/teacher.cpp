@@ -116,12 +116,15 @@ class TorchScriptTeacher : public Teacher {
     torch::Tensor out;
     try {
       out = run(dummy, false);
+    } catch (const UserError& e) {
+      throw UserError(key + ": " + e.what() + "; " + fix);
     } catch (const c10::Error& e) {
       throw UserError(key + " fails on a dummy batch float " + shape_str(in_shape) +
                       " (the input size of " + m.path + "): " + last_line(e.what_without_backtrace()) +
                       "; " + fix);
-    } catch (const UserError& e) {
-      throw UserError(key + ": " + e.what() + "; " + fix);
+    } catch (const std::exception& e) {  // e.g. an exception raised by the module's code
+      throw UserError(key + " fails on a dummy batch float " + shape_str(in_shape) +
+                      " (the input size of " + m.path + "): " + last_line(e.what()) + "; " + fix);
     }
     if (out.sizes().vec() != want)
       throw UserError(key + " maps float " + shape_str(in_shape) + " to " +
@@ -129,17 +132,26 @@ class TorchScriptTeacher : public Teacher {
                       std::to_string(m.num_classes) + " classes in " + m.path + "); " + fix);
     if (bf16) {
       std::string why;
+      double change = 0;
       try {
         auto o16 = run(dummy, true);
         if (o16.sizes().vec() != want) why = "output shape " + shape_str(o16.sizes().vec());
         else if (!torch::isfinite(o16.to(torch::kFloat32)).all().item<bool>()) why = "non-finite logits";
-      } catch (const c10::Error& e) {
-        why = last_line(e.what_without_backtrace());
+        else
+          change = (o16.to(torch::kFloat32) - out.to(torch::kFloat32)).abs().max().item<double>() /
+                   std::max(1.0, out.abs().max().item<double>());
       } catch (const UserError& e) {
         why = e.what();
+      } catch (const c10::Error& e) {
+        why = last_line(e.what_without_backtrace());
+      } catch (const std::exception& e) {  // e.g. an exception raised by the module's code
+        why = last_line(e.what());
       }
       if (why.empty()) {
         bf16_ = true;
+        // 0 means the module computes in fp32 whatever autocast says.
+        log0("teacher: %s under bf16 autocast: dummy-batch logits differ from fp32 by %.2e "
+             "(relative to max(1, max|logit|))\n", path.c_str(), change);
       } else {
         fallback_ = why;
         log0("teacher: %s does not run under bf16 autocast (%s); running it in fp32\n",
