@@ -86,10 +86,12 @@ PY
 echo "== 3. vitkd distills a ViT student from the TorchScript teacher (2 ranks)"
 mpirun -n 2 "$vitkd" train "$src/inputs/smoke.toml" --set run.mode=distill \
   --set teacher.torchscript="$work/teacher.pt" --set data.path="$work/shapes.h5" \
-  --set model.image_size=32 --set model.channels=3 --set model.patch=4 --set model.classes=4 \
+  --set model.image_size=32 --set model.channels=3 --set model.patch=8 --set model.classes=4 \
   --set model.dim=48 --set model.depth=3 --set model.heads=3 --set model.dist_token=true \
-  --set data.batch_size=32 --set train.epochs=15 --set optim.warmup_steps=20 \
-  --set train.log_every_steps=50 --set run.out_dir="$work/student" | grep -E "^(teacher|student|epoch 15|done)"
+  --set distill.alpha=0.9 --set distill.temperature=2.0 \
+  --set data.batch_size=32 --set train.epochs=30 --set train.eval_every_epochs=10 \
+  --set optim.warmup_steps=20 --set train.log_every_steps=50 --set run.out_dir="$work/student" \
+  | grep -E "^(teacher|student|epoch [0-9]+:|done)"
 
 echo "== 4. export the student, load it in PyTorch, serve it"
 "$vitkd" export "$work/student/checkpoint.h5" --out "$work/export"

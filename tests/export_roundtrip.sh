@@ -56,3 +56,12 @@ assert (got_b - got[:1]).abs().max().item() <= 1e-5
 assert (got.argmax(1) == l32.argmax(1)).all()
 print("OK: export round trip")
 PY
+
+# Not a checkpoint: one line, exit 2.
+set +e
+"$VITKD" export "$work/syn.h5" --out "$work/bad" > "$work/bad.out" 2>&1
+rc=$?
+set -e
+if [ "$rc" -ne 2 ] || ! grep -q "not a vitkd checkpoint" "$work/bad.out"; then
+  echo "FAIL: export of a dataset file: exit $rc"; cat "$work/bad.out"; exit 1
+fi

@@ -101,6 +101,22 @@ print(f"OK: folder dataset {len(labs['train'])} train, {len(labs['test'])} test,
       f"skipped {int(f.attrs['skipped'])}, {np_} ranks == 1 rank")
 PY
 
+# User errors: one line, exit 2.
+expect_user_error() {  # WANT CMD...
+  local want=$1; shift
+  set +e; "$@" > "$work/err.out" 2>&1; local rc=$?; set -e
+  if [ "$rc" -ne 2 ] || ! grep -qF -- "$want" "$work/err.out" || [ "$(wc -l < "$work/err.out")" -ne 1 ]; then
+    echo "FAIL: expected exit 2 and one line with '$want', got exit $rc:"; cat "$work/err.out"; exit 1
+  fi
+}
+mkdir -p "$work/one/only" && cp "$work/images/halves/h0.png" "$work/one/only/"
+expect_user_error "has 1 class subfolder(s)" "$VITKD" prepare folder "$work/one" --out "$work/x.h5" --size 8
+expect_user_error "cannot read directory '$work/none'" "$VITKD" prepare folder "$work/none" --out "$work/x.h5" --size 8
+expect_user_error "--size S (output height = width in pixels) is required" \
+  "$VITKD" prepare folder "$work/images" --out "$work/x.h5"
+expect_user_error "--test-fraction must be a number in [0, 1)" \
+  "$VITKD" prepare folder "$work/images" --out "$work/x.h5" --size 8 --test-fraction 1.5
+
 run train "$SRC/inputs/smoke.toml" --set data.path="$work/folder.h5" --set run.out_dir="$work/run" \
   --set model.channels=3 --set model.classes=5 --set data.batch_size=4 --set train.epochs=2 \
   --set train.mfu_ceiling=1e11 | tee "$work/train.log" | tail -2

@@ -259,6 +259,8 @@ const char* kPrepareUsage =
     "--classes K --seed S]\n"
     "       vitkd prepare folder DIR --out FILE.h5 --size S [--test-fraction F --seed N "
     "--channels 1|3]\n";
+const char* kFolderUsage =
+    "usage: vitkd prepare folder DIR --out FILE.h5 --size S [--test-fraction F --seed N --channels 1|3]";
 
 std::map<std::string, std::string> parse_flags(const std::vector<std::string>& args, size_t from,
                                                const std::vector<std::string>& allowed) {
@@ -306,12 +308,12 @@ int prepare_main(const std::vector<std::string>& args) {
     f = parse_flags(args, 1, {"out", "train", "test", "size", "channels", "classes", "seed"});
   } else if (kind == "folder") {
     if (args.size() < 2 || args[1].rfind("--", 0) == 0)
-      throw UserError("prepare folder: missing the image folder DIR; " + std::string(kPrepareUsage));
+      throw UserError("prepare folder: missing the image folder DIR; " + std::string(kFolderUsage));
     f = parse_flags(args, 2, {"out", "size", "test-fraction", "seed", "channels"});
-    if (!f.count("out")) throw UserError("prepare: --out FILE.h5 is required; " + std::string(kPrepareUsage));
+    if (!f.count("out")) throw UserError("prepare folder: --out FILE.h5 is required; " + std::string(kFolderUsage));
     if (!f.count("size"))
       throw UserError("prepare folder: --size S (output height = width in pixels) is required; " +
-                      std::string(kPrepareUsage));
+                      std::string(kFolderUsage));
     FolderSpec fs;
     fs.dir = args[1];
     fs.out = f["out"];
