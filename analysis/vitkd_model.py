@@ -70,7 +70,10 @@ class Block(nn.Module):
 
 class ViT(nn.Module):
     """Returns the prediction: the class head, or the mean of the class and
-    distillation heads when the model has a distillation token (DeiT)."""
+    distillation heads when the model has a distillation token (DeiT).
+    Scriptable: torch.jit.script(model) works (has_dist is a constant)."""
+
+    has_dist: torch.jit.Final[bool]
 
     def __init__(self, image_size, channels, patch, dim, depth, heads, mlp_ratio, classes,
                  dist_token=False):

@@ -12,9 +12,9 @@ PKGS=(
   libtrilinos-kokkos-dev
   libtomlplusplus-dev
   libgtest-dev googletest
-  zlib1g-dev
+  zlib1g-dev libpng-dev libjpeg62-turbo-dev
   dataset-fashion-mnist
-  python3 python3-numpy python3-h5py python3-matplotlib python3-torch python3-yaml
+  python3 python3-numpy python3-h5py python3-matplotlib python3-torch python3-yaml python3-pil
 )
 
 missing=()

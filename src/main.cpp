@@ -12,6 +12,7 @@
 #include "config/config.hpp"
 #include "data/dataset.hpp"
 #include "dist/world.hpp"
+#include "io/export.hpp"
 #include "io/h5.hpp"
 #include "io/inspect.hpp"
 #include "train/trainer.hpp"
@@ -24,6 +25,9 @@ const char* kUsage =
     "  train CONFIG.toml [--set section.key=value ...]   train a teacher or distill a student\n"
     "  prepare fashion-mnist --out FILE.h5 [--source DIR]\n"
     "  prepare synthetic --out FILE.h5 [--train N --test N --size S --channels C --classes K --seed S]\n"
+    "  prepare folder DIR --out FILE.h5 --size S [--test-fraction F --seed N --channels 1|3]\n"
+    "                                                     one subfolder of PNG/JPEG files per class\n"
+    "  export CHECKPOINT.h5 --out DIR [--data FILE.h5]    the student for PyTorch (weights, loader, reference logits)\n"
     "  bench gemm|comm [...]                              measure matrix-product and communication rates\n"
     "  inspect FILE.h5                                    summarise a dataset, checkpoint or timing log\n"
     "  keys                                               list every configuration key and default\n"
@@ -53,6 +57,7 @@ int run(const std::vector<std::string>& args) {
   if (cmd == "prepare") return prepare_main(rest);
   if (cmd == "inspect") return inspect_main(rest);
   if (cmd == "bench") return bench_main(rest);
+  if (cmd == "export") return export_main(rest);
   if (cmd == "train") {
     if (rest.empty() || rest[0].rfind("--", 0) == 0)
       throw UserError("train: missing CONFIG.toml; usage: vitkd train CONFIG.toml [--set section.key=value ...]");
@@ -70,7 +75,7 @@ int run(const std::vector<std::string>& args) {
     const Config cfg = load_config(rest[0], overrides);
     return train_main(cfg, rest[0]);
   }
-  std::vector<std::string> cmds{"train", "prepare", "bench", "inspect", "keys", "version", "help"};
+  std::vector<std::string> cmds{"train", "prepare", "export", "bench", "inspect", "keys", "version", "help"};
   const std::string n = nearest(cmd, cmds);
   throw UserError("unknown command '" + cmd + "'" + (n.empty() ? "" : " (did you mean '" + n + "'?)") +
                   "; run `vitkd help`");

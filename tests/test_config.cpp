@@ -64,6 +64,9 @@ TEST(Config, InvalidValues) {
             std::string::npos);
   EXPECT_NE(error_of("[run]\nmode = \"distil\"\n").find("did you mean 'distill'"), std::string::npos);
   EXPECT_NE(error_of("[run]\nmode = \"distill\"\n").find("teacher.checkpoint"), std::string::npos);
+  EXPECT_NE(error_of("[run]\nmode = \"distill\"\n").find("teacher.torchscript"), std::string::npos);
+  const auto both = error_of("[run]\nmode = \"distill\"\n[teacher]\ncheckpoint = \"a.h5\"\ntorchscript = \"b.pt\"\n");
+  EXPECT_NE(both.find("both teacher.checkpoint and teacher.torchscript"), std::string::npos) << both;
   EXPECT_NE(error_of("[distill]\nalpha = 1.5\n").find("distill.alpha"), std::string::npos);
 }
 

@@ -2,11 +2,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <set>
 
 #include "data/augment.hpp"
 #include "data/dataset.hpp"
+#include "data/image_folder.hpp"
 #include "data/loader.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
@@ -198,4 +200,63 @@ TEST(Augment, NormalizesAndIsKeyedOnTheSampleIndex) {
   normalize_augment(px.data(), idx.data(), 2, H, W, 1, {0.0}, {1.0}, crop, 3, a.data());
   normalize_augment(px.data() + H * W, idx.data() + 1, 1, H, W, 1, {0.0}, {1.0}, crop, 3, b.data());
   for (int64_t i = 0; i < H * W; ++i) EXPECT_EQ(a[H * W + i], b[i]);
+}
+
+// ---- image folders: resize + centre crop, decoding errors ------------------------
+
+namespace {
+Image gray_image(int64_t h, int64_t w, const std::function<int(int64_t, int64_t)>& f) {
+  Image im;
+  im.height = h;
+  im.width = w;
+  im.channels = 1;
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x) im.pixels.push_back(static_cast<uint8_t>(f(y, x)));
+  return im;
+}
+}  // namespace
+
+TEST(ImageFolder, ShrinkingAveragesAreas) {
+  // 4x4 of 2x2 blocks (10, 50 / 90, 200) -> 2x2: each output pixel is one block.
+  auto in = gray_image(4, 4, [](int64_t y, int64_t x) { return (y < 2 ? 10 : 90) + (x < 2 ? 0 : 40 + (y >= 2) * 70); });
+  Image out = resize_center_crop(in, 2);
+  ASSERT_EQ(out.pixels.size(), 4u);
+  EXPECT_EQ(out.pixels[0], 10);
+  EXPECT_EQ(out.pixels[1], 50);
+  EXPECT_EQ(out.pixels[2], 90);
+  EXPECT_EQ(out.pixels[3], 200);
+  // A 1-pixel checkerboard shrunk by 2 averages to (0 + 255) / 2, rounded.
+  auto cb = gray_image(6, 6, [](int64_t y, int64_t x) { return ((y + x) % 2) * 255; });
+  for (uint8_t v : resize_center_crop(cb, 3).pixels) EXPECT_EQ(v, 128);
+}
+
+TEST(ImageFolder, ShorterSideThenCentreCrop) {
+  // 4 rows x 12 columns, column index as value; S = 4: no scaling of the
+  // shorter side, the crop keeps columns 4..7.
+  auto in = gray_image(4, 12, [](int64_t, int64_t x) { return int(x * 10); });
+  Image out = resize_center_crop(in, 4);
+  ASSERT_EQ(out.height, 4);
+  ASSERT_EQ(out.width, 4);
+  for (int64_t y = 0; y < 4; ++y)
+    for (int64_t x = 0; x < 4; ++x) EXPECT_EQ(out.pixels[y * 4 + x], (x + 4) * 10) << y << "," << x;
+  // Enlarging a constant image keeps it constant (bilinear weights sum to 1).
+  auto c = gray_image(3, 5, [](int64_t, int64_t) { return 77; });
+  for (uint8_t v : resize_center_crop(c, 7).pixels) EXPECT_EQ(v, 77);
+}
+
+TEST(ImageFolder, DecodeErrorsAreReasonsNotExceptions) {
+  Image im;
+  EXPECT_NE(decode_image("/nonexistent/x.png", 3, im).find("cannot open"), std::string::npos);
+  const std::string p = tmp_path("garbage.jpg");
+  FILE* f = std::fopen(p.c_str(), "wb");
+  ASSERT_TRUE(f);
+  std::fputs("GIF89a not really", f);
+  std::fclose(f);
+  EXPECT_NE(decode_image(p, 3, im).find("not a PNG or JPEG file"), std::string::npos);
+  f = std::fopen(p.c_str(), "wb");
+  const unsigned char soi[] = {0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10};  // a JPEG that stops at once
+  std::fwrite(soi, 1, sizeof soi, f);
+  std::fclose(f);
+  EXPECT_NE(decode_image(p, 3, im).find("JPEG"), std::string::npos);
+  std::remove(p.c_str());
 }

@@ -240,8 +240,12 @@ void validate_config(const Config& c, const std::string& origin) {
                            std::to_string(c.model_dim) + "; choose heads so that dim % heads == 0");
   if (!(c.model_mlp_ratio > 0)) bad("model.mlp_ratio", "must be > 0");
   if (c.model_classes < 2) bad("model.classes", "must be at least 2");
-  if (c.run_mode == "distill" && c.teacher_checkpoint.empty())
-    bad("teacher.checkpoint", "run.mode = \"distill\" needs a teacher; set teacher.checkpoint to a vitkd checkpoint.h5");
+  if (c.run_mode == "distill" && c.teacher_checkpoint.empty() && c.teacher_torchscript.empty())
+    throw UserError(origin + ": run.mode = \"distill\" needs a teacher; set teacher.checkpoint to a vitkd "
+                    "checkpoint.h5 or teacher.torchscript to a torch.jit.save file (exactly one)");
+  if (c.run_mode == "distill" && !c.teacher_checkpoint.empty() && !c.teacher_torchscript.empty())
+    throw UserError(origin + ": both teacher.checkpoint and teacher.torchscript are set; "
+                    "set exactly one of them (the other to \"\")");
   if (!(c.distill_temperature > 0)) bad("distill.temperature", "must be > 0");
   if (!(c.distill_alpha >= 0 && c.distill_alpha <= 1)) bad("distill.alpha", "must be in [0, 1]");
   if (c.train_epochs < 1) bad("train.epochs", "must be at least 1");

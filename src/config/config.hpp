@@ -30,6 +30,7 @@ namespace vitkd {
   X(model, classes, int64_t, 10, "number of classes")                                      \
   X(model, dist_token, bool, false, "add DeiT's distillation token and head")               \
   X(teacher, checkpoint, std::string, "", "vitkd checkpoint of the teacher (distill mode)") \
+  X(teacher, torchscript, std::string, "", "or a torch.jit.save file: normalized float [N,C,H,W] -> logits [N,K]") \
   X(distill, kind, std::string, "soft", "\"soft\" (KL) or \"hard\" (teacher argmax)")      \
   X(distill, temperature, double, 4.0, "softmax temperature tau for the soft loss")        \
   X(distill, alpha, double, 0.5, "weight of the distillation term in the soft loss")       \

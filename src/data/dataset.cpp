@@ -9,6 +9,7 @@
 #include <random>
 
 #include "config/config.hpp"
+#include "data/image_folder.hpp"
 #include "dist/world.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
@@ -101,6 +102,39 @@ DatasetMeta validate_dataset(const std::string& path) {
   return m;
 }
 
+void channel_mean_std(const std::vector<double>& sum, const std::vector<double>& sq, double count,
+                      std::vector<double>& mean, std::vector<double>& sd) {
+  const size_t channels = sum.size();
+  mean.assign(channels, 0.0);
+  sd.assign(channels, 0.0);
+  const double cnt = std::max<double>(1.0, count);
+  for (size_t c = 0; c < channels; ++c) {
+    mean[c] = sum[c] / cnt;
+    sd[c] = std::sqrt(std::max(1e-12, sq[c] / cnt - mean[c] * mean[c]));
+  }
+}
+
+namespace {
+void write_root_attrs(hid_t f, const std::vector<std::string>& class_names,
+                      const std::vector<double>& mean, const std::vector<double>& sd) {
+  h5_attr_write(f, "format", std::string(kDatasetFormat));
+  h5_attr_write(f, "format_version", kDatasetVersion);
+  h5_attr_write(f, "class_names", class_names);
+  h5_attr_write(f, "mean", mean);
+  h5_attr_write(f, "std", sd);
+}
+}  // namespace
+
+void write_dataset_attributes(const std::string& path, const std::vector<std::string>& class_names,
+                              const std::vector<double>& mean, const std::vector<double>& sd) {
+  H5Lock lock(h5_mutex());
+  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  if (id < 0) throw RuntimeError("cannot open '" + path + "' to write its attributes: " + h5_error_message());
+  H5Obj f(id);
+  write_root_attrs(f, class_names, mean, sd);
+  f.close();
+}
+
 void write_dataset(const std::string& path, const DatasetSplit& train, const DatasetSplit& test,
                    int64_t height, int64_t width, int64_t channels,
                    const std::vector<std::string>& class_names) {
@@ -110,23 +144,15 @@ void write_dataset(const std::string& path, const DatasetSplit& train, const Dat
     sum[i % channels] += v;
     sq[i % channels] += v * v;
   }
-  std::vector<double> mean(channels), sd(channels);
-  const double cnt = std::max<double>(1.0, double(train.size()) * height * width);
-  for (int64_t c = 0; c < channels; ++c) {
-    mean[c] = sum[c] / cnt;
-    sd[c] = std::sqrt(std::max(1e-12, sq[c] / cnt - mean[c] * mean[c]));
-  }
+  std::vector<double> mean, sd;
+  channel_mean_std(sum, sq, double(train.size()) * height * width, mean, sd);
   const std::string tmp = path + ".tmp";
   if (!make_dirs(parent_dir(path)))
     throw UserError("cannot create the directory of '" + path + "': " + std::strerror(errno));
   {
     H5Lock lock(h5_mutex());
     H5Obj f = h5_create(tmp);
-    h5_attr_write(f, "format", std::string(kDatasetFormat));
-    h5_attr_write(f, "format_version", kDatasetVersion);
-    h5_attr_write(f, "class_names", class_names);
-    h5_attr_write(f, "mean", mean);
-    h5_attr_write(f, "std", sd);
+    write_root_attrs(f, class_names, mean, sd);
     for (auto* s : {&train, &test}) {
       const std::string g = s == &train ? "/train" : "/test";
       h5_write(f, g + "/images", s->images.data(), {s->size(), height, width, channels});
@@ -230,7 +256,11 @@ namespace {
 const char* kPrepareUsage =
     "usage: vitkd prepare fashion-mnist --out FILE.h5 [--source DIR]\n"
     "       vitkd prepare synthetic --out FILE.h5 [--train N --test N --size S --channels C "
-    "--classes K --seed S]\n";
+    "--classes K --seed S]\n"
+    "       vitkd prepare folder DIR --out FILE.h5 --size S [--test-fraction F --seed N "
+    "--channels 1|3]\n";
+const char* kFolderUsage =
+    "usage: vitkd prepare folder DIR --out FILE.h5 --size S [--test-fraction F --seed N --channels 1|3]";
 
 std::map<std::string, std::string> parse_flags(const std::vector<std::string>& args, size_t from,
                                                const std::vector<std::string>& allowed) {
@@ -276,9 +306,35 @@ int prepare_main(const std::vector<std::string>& args) {
     f = parse_flags(args, 1, {"out", "source"});
   } else if (kind == "synthetic") {
     f = parse_flags(args, 1, {"out", "train", "test", "size", "channels", "classes", "seed"});
+  } else if (kind == "folder") {
+    if (args.size() < 2 || args[1].rfind("--", 0) == 0)
+      throw UserError("prepare folder: missing the image folder DIR; " + std::string(kFolderUsage));
+    f = parse_flags(args, 2, {"out", "size", "test-fraction", "seed", "channels"});
+    if (!f.count("out")) throw UserError("prepare folder: --out FILE.h5 is required; " + std::string(kFolderUsage));
+    if (!f.count("size"))
+      throw UserError("prepare folder: --size S (output height = width in pixels) is required; " +
+                      std::string(kFolderUsage));
+    FolderSpec fs;
+    fs.dir = args[1];
+    fs.out = f["out"];
+    fs.size = int_flag(f, "size", 0, 1);
+    fs.channels = int_flag(f, "channels", 3, 1);
+    if (fs.channels != 1 && fs.channels != 3)
+      throw UserError("prepare folder: --channels must be 1 (luminance) or 3 (RGB), got " +
+                      std::to_string(fs.channels));
+    fs.seed = static_cast<uint64_t>(int_flag(f, "seed", 1, 0));
+    if (f.count("test-fraction")) {
+      const std::string v = f["test-fraction"];
+      char* end = nullptr;
+      fs.test_fraction = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end || !(fs.test_fraction >= 0 && fs.test_fraction < 1))
+        throw UserError("prepare folder: --test-fraction must be a number in [0, 1), got '" + v + "'");
+    }
+    prepare_folder(fs);  // every rank takes part
+    return kExitOk;
   } else {
     throw UserError("prepare: unknown dataset kind '" + kind +
-                    "'; expected 'fashion-mnist' or 'synthetic'\n" + kPrepareUsage);
+                    "'; expected 'fashion-mnist', 'synthetic' or 'folder'\n" + kPrepareUsage);
   }
   if (!f.count("out")) throw UserError("prepare: --out FILE.h5 is required; " + std::string(kPrepareUsage));
   const std::string out = f["out"];

@@ -48,6 +48,16 @@ void write_dataset(const std::string& path, const DatasetSplit& train, const Dat
                    int64_t height, int64_t width, int64_t channels,
                    const std::vector<std::string>& class_names);
 
+/// Per-channel mean and std in pixel/255 units from per-channel sums of v and
+/// v^2 (v = pixel/255) over `count` pixels per channel (as write_dataset does).
+void channel_mean_std(const std::vector<double>& sum, const std::vector<double>& sq, double count,
+                      std::vector<double>& mean, std::vector<double>& sd);
+
+/// Writes the root attributes of the layout (format, format_version,
+/// class_names, mean, std) into an existing HDF5 file (opened serially).
+void write_dataset_attributes(const std::string& path, const std::vector<std::string>& class_names,
+                              const std::vector<double>& mean, const std::vector<double>& sd);
+
 /// Reads one split of IDX files (gzip'ed or plain) as Fashion-MNIST ships them.
 DatasetSplit read_idx_pair(const std::string& images_path, const std::string& labels_path);
 
@@ -64,7 +74,8 @@ struct SyntheticSpec {
 /// plus noise. Deterministic in the seed.
 void make_synthetic(const SyntheticSpec& spec, DatasetSplit& train, DatasetSplit& test);
 
-/// `vitkd prepare ...` (argv after "prepare"). Runs on rank 0 only; returns an exit code.
+/// `vitkd prepare ...` (argv after "prepare"); returns an exit code. Converters run on rank 0
+/// only, except `folder`, which runs on every rank (data/image_folder.hpp).
 int prepare_main(const std::vector<std::string>& args);
 
 }  // namespace vitkd

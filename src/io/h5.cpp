@@ -239,12 +239,14 @@ RowSelection select_rows(hid_t dset, int64_t first, int64_t count) {
 
 template <class T>
 void h5_write_slab(hid_t dset, int64_t first, int64_t count, const T* data, bool collective) {
+  if (count == 0 && !collective) return;
   RowSelection sel = select_rows(dset, first, count);
   // An empty dataset has no storage to write to (the same on every rank).
   if (VK_CHECK(H5, H5Sget_simple_extent_npoints(sel.file)) == 0) return;
   H5Obj dxpl(VK_CHECK(H5, H5Pcreate(H5P_DATASET_XFER)));
   if (collective) VK_CHECK(H5, H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
-  VK_CHECK(H5, H5Dwrite(dset, h5_type<T>(), sel.mem, sel.file, dxpl, data));
+  static const T dummy{};  // HDF5 wants a buffer even for an empty selection
+  VK_CHECK(H5, H5Dwrite(dset, h5_type<T>(), sel.mem, sel.file, dxpl, data ? data : &dummy));
 }
 
 template <class T> void h5_read_slab(hid_t dset, int64_t first, int64_t count, T* out) {

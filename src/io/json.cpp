@@ -58,6 +58,12 @@ JsonObject& JsonObject::set(const std::string& k, const std::vector<double>& v) 
   return raw(k, s + "]");
 }
 
+JsonObject& JsonObject::set(const std::string& k, const std::vector<std::string>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_escape(v[i]);
+  return raw(k, s + "]");
+}
+
 std::string JsonObject::str() const {
   std::string s = "{\n";
   for (size_t i = 0; i < items_.size(); ++i)

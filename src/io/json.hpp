@@ -16,6 +16,7 @@ class JsonObject {
   JsonObject& set(const std::string& key, int v) { return set(key, static_cast<int64_t>(v)); }
   JsonObject& set(const std::string& key, bool v);
   JsonObject& set(const std::string& key, const std::vector<double>& v);
+  JsonObject& set(const std::string& key, const std::vector<std::string>& v);
   std::string str() const;
   /// Writes atomically (tmp + rename).
   void write(const std::string& path) const;

@@ -19,6 +19,7 @@
 #include "dist/comm.hpp"
 #include "dist/world.hpp"
 #include "distill/loss.hpp"
+#include "distill/teacher.hpp"
 #include "io/checkpoint.hpp"
 #include "io/json.hpp"
 #include "io/timing_log.hpp"
@@ -271,12 +272,8 @@ int train_main(const Config& cfg, const std::string& origin) {
                     " samples, fewer than one global batch (data.batch_size " +
                     std::to_string(cfg.data_batch_size) + " x " + std::to_string(w.size) +
                     " ranks); lower data.batch_size or use more data");
-  CheckpointInfo teacher_info;
-  if (distill) {
-    teacher_info = read_checkpoint_info(cfg.teacher_checkpoint);
-    check_model_fits_data(teacher_info.spec, meta, "teacher checkpoint " + cfg.teacher_checkpoint,
-                          false);
-  }
+  std::unique_ptr<Teacher> teacher;  // checks that it fits the data (distill/teacher.hpp)
+  if (distill) teacher = make_teacher(cfg, meta, bf16);
   prepare_out_dir(cfg.run_out_dir);
 
   const int64_t threads = auto_threads(cfg);
@@ -290,15 +287,7 @@ int train_main(const Config& cfg, const std::string& origin) {
        (long long)meta.width, (long long)meta.channels, (long long)meta.num_classes);
 
   // ---- models ----------------------------------------------------------------
-  ViT teacher{nullptr};
-  if (distill) {
-    teacher = ViT(teacher_info.spec);
-    load_checkpoint_weights(cfg.teacher_checkpoint, teacher);
-    teacher->eval();
-    for (auto& p : teacher->parameters()) p.set_requires_grad(false);
-    log0("teacher: %s from %s (test top-1 %.4f)\n", teacher_info.spec.describe().c_str(),
-         cfg.teacher_checkpoint.c_str(), teacher_info.test_top1);
-  }
+  if (distill) log0("teacher: %s\n", teacher->describe().c_str());
   torch::manual_seed(static_cast<uint64_t>(cfg.run_seed));
   ViT student(spec);
   FlatParams flat(*student, w.size);
@@ -362,14 +351,14 @@ int train_main(const Config& cfg, const std::string& origin) {
   // Training FLOPs per trained sample: student forward + backward (3x forward)
   // plus the teacher's forward when distilling (matrix products only).
   const double flops_per_sample =
-      3.0 * spec.forward_flops() + (distill ? teacher_info.spec.forward_flops() : 0.0);
+      3.0 * spec.forward_flops() + (distill ? teacher->forward_flops() : 0.0);
   log0("FLOPs per trained sample %.3g; bf16 ceiling %.1f GFLOP/s per core\n", flops_per_sample,
        ceiling / 1e9);
   TimingLogAttrs ta;
   ta.mode = cfg.run_mode;
   ta.model = spec.describe();
   ta.parameters = spec.parameter_count();
-  ta.teacher_parameters = distill ? teacher_info.spec.parameter_count() : 0;
+  ta.teacher_parameters = distill ? teacher->parameters() : 0;
   ta.bytes_per_rank = flat.padded * 4 * 2 + opt.state_bytes() + (bopt.sharded ? shard.size * 4 : 0);
   ta.threads_per_rank = threads;
   ta.flops_per_sample = flops_per_sample;
@@ -445,11 +434,7 @@ int train_main(const Config& cfg, const std::string& origin) {
         t = torch::from_blob(const_cast<float*>(st.pool_logits.data()),
                              {b.size(), st.logit_dim}, torch::kFloat32).clone();
       auto x = batch_input(b, meta, aug);
-      if (sift_kd && !t.defined()) {
-        torch::NoGradGuard ng;
-        AutocastBf16 ac(bf16);
-        t = teacher->forward(x).prediction().to(torch::kFloat32);
-      }
+      if (sift_kd && !t.defined()) t = teacher->logits(x);
       pool.add(x, batch_labels(b), t, torch::tensor(st.pool_index, torch::kLong));
     }
     log0("resume: from %s (written at %lld rank(s)): step %lld, epoch %lld, batch %lld of the epoch, "
@@ -485,9 +470,7 @@ int train_main(const Config& cfg, const std::string& origin) {
     if (n > 0) {
       if (distill && !take.t.defined()) {
         ScopedPhase ph(times, Phase::TeacherForward);
-        torch::NoGradGuard ng;
-        AutocastBf16 ac(bf16);
-        take.t = teacher->forward(take.x).prediction().to(torch::kFloat32);
+        take.t = teacher->logits(take.x);
         teacher_forwards += n;
       }
       torch::Tensor loss;
@@ -563,8 +546,7 @@ int train_main(const Config& cfg, const std::string& origin) {
       torch::NoGradGuard ng;
       if (sift_kd) {
         ScopedPhase ph(times, Phase::TeacherForward);
-        AutocastBf16 ac(bf16);
-        t_logits = teacher->forward(x).prediction().to(torch::kFloat32);
+        t_logits = teacher->logits(x);
         teacher_forwards += n;
       }
       ScopedPhase ph(times, Phase::SiftForward);
@@ -804,7 +786,7 @@ int train_main(const Config& cfg, const std::string& origin) {
         .set("gemm_bf16_flops_per_core", ceiling)
         .set("kept_fraction", samples_seen ? double(samples_trained) / samples_seen : 0.0)
         .set("teacher_forwards", teacher_forwards_total)
-        .set("teacher_parameters", distill ? teacher_info.spec.parameter_count() : int64_t(0))
+        .set("teacher_parameters", distill ? teacher->parameters() : int64_t(0))
         .set("optimizer_bytes_per_rank", opt.state_bytes())
         .set("parameter_bytes_per_rank", flat.padded * int64_t(4))
         .set("gradient_bytes_per_rank", (flat.padded + (cfg.dist_sharding == "zero1" ? shard.size : 0)) * int64_t(4))

@@ -64,6 +64,9 @@ class Vitkd(CMakePackage, CudaPackage):
     depends_on("py-torch")
     depends_on("tomlplusplus")
     depends_on("zlib-api")
+    # PNG and JPEG decoding for `vitkd prepare folder`.
+    depends_on("libpng")
+    depends_on("jpeg")
     # GoogleTest is only needed when the test suite is configured (spack
     # install --test=root sets run_tests, see VITKD_BUILD_TESTS below).
     depends_on("googletest", type="test")

@@ -1,0 +1,448 @@
+#include "data/image_folder.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+
+// libjpeg needs <cstdio> before its header.
+#include <jpeglib.h>
+#include <png.h>
+
+#include "data/dataset.hpp"
+#include "dist/world.hpp"
+#include "io/h5.hpp"
+#include "util/error.hpp"
+#include "util/fs.hpp"
+#include "util/hash.hpp"
+
+namespace vitkd {
+namespace {
+
+constexpr int64_t kMaxPixels = int64_t(1) << 28;  // refuse absurd image sizes (256 Mpixel)
+
+// ---- decoding -----------------------------------------------------------------
+
+std::string decode_png(const std::string& path, int64_t channels, Image& out) {
+  png_image img;
+  std::memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_file(&img, path.c_str())) {
+    std::string m = img.message;
+    png_image_free(&img);
+    return "corrupt PNG: " + m;
+  }
+  if (int64_t(img.width) * img.height > kMaxPixels) {
+    png_image_free(&img);
+    return "PNG of " + std::to_string(img.width) + "x" + std::to_string(img.height) +
+           " pixels is too large";
+  }
+  img.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  // 16-bit files without gamma information are sRGB-encoded like 8-bit ones
+  // (libpng would otherwise take them as linear and brighten them).
+  img.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;
+  out.height = img.height;
+  out.width = img.width;
+  out.channels = channels;
+  out.pixels.assign(PNG_IMAGE_SIZE(img), 0);  // alpha is composited onto these zeros (black)
+  if (!png_image_finish_read(&img, nullptr, out.pixels.data(), 0, nullptr)) {
+    std::string m = img.message;
+    png_image_free(&img);
+    return "corrupt PNG: " + m;
+  }
+  return "";
+}
+
+struct JpegError {
+  jpeg_error_mgr pub;  // first member: libjpeg sees a jpeg_error_mgr*
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  int warnings;
+  char warning[JMSG_LENGTH_MAX];
+};
+
+extern "C" void vitkd_jpeg_error_exit(j_common_ptr c) {
+  auto* e = reinterpret_cast<JpegError*>(c->err);
+  (*c->err->format_message)(c, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+extern "C" void vitkd_jpeg_emit(j_common_ptr c, int level) {
+  if (level >= 0) return;  // trace messages
+  auto* e = reinterpret_cast<JpegError*>(c->err);
+  if (e->warnings++ == 0) (*c->err->format_message)(c, e->warning);
+}
+
+// No C++ object with a destructor lives between setjmp and a libjpeg call
+// that may longjmp back; `out` belongs to the caller.
+std::string decode_jpeg(const std::string& path, int64_t channels, Image& out) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return std::string("cannot open: ") + std::strerror(errno);
+  jpeg_decompress_struct cinfo;
+  JpegError err;
+  std::memset(&err, 0, sizeof err);
+  cinfo.err = jpeg_std_error(&err.pub);
+  err.pub.error_exit = vitkd_jpeg_error_exit;
+  err.pub.emit_message = vitkd_jpeg_emit;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    std::fclose(f);
+    return std::string("corrupt JPEG: ") + err.message;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_stdio_src(&cinfo, f);
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  if (int64_t(cinfo.image_width) * cinfo.image_height > kMaxPixels) {
+    jpeg_destroy_decompress(&cinfo);
+    std::fclose(f);
+    return "JPEG too large";
+  }
+  jpeg_start_decompress(&cinfo);
+  out.height = cinfo.output_height;
+  out.width = cinfo.output_width;
+  out.channels = cinfo.output_components;
+  out.pixels.resize(static_cast<size_t>(out.height * out.width * out.channels));
+  const size_t stride = static_cast<size_t>(out.width * out.channels);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = out.pixels.data() + cinfo.output_scanline * stride;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  std::fclose(f);
+  if (err.warnings > 0) return std::string("corrupt JPEG data: ") + err.warning;
+  if (out.channels != channels) return "JPEG decoded to " + std::to_string(out.channels) + " channels";
+  return "";
+}
+
+// ---- resizing ---------------------------------------------------------------------
+
+using Taps = std::vector<std::pair<int64_t, double>>;  // (source index, weight)
+
+// Source taps of output positions [off, off + out) of a source axis of n
+// pixels resized to `len` pixels: area average when shrinking, bilinear when
+// enlarging.
+std::vector<Taps> axis_taps(int64_t n, int64_t len, int64_t off, int64_t out) {
+  std::vector<Taps> taps(out);
+  const double scale = double(len) / double(n);  // output pixels per source pixel
+  for (int64_t o = 0; o < out; ++o) {
+    const double pos = double(o + off);
+    Taps& t = taps[o];
+    if (len <= n) {
+      const double a = pos / scale, b = (pos + 1) / scale;
+      for (int64_t i = static_cast<int64_t>(std::floor(a)); i < b && i < n; ++i) {
+        const double w = std::min(b, double(i + 1)) - std::max(a, double(i));
+        if (w > 0) t.emplace_back(i, w / (b - a));
+      }
+    } else {
+      const double s = (pos + 0.5) / scale - 0.5;
+      const int64_t i0 = static_cast<int64_t>(std::floor(s));
+      const double u = s - double(i0);
+      t.emplace_back(std::clamp<int64_t>(i0, 0, n - 1), 1.0 - u);
+      t.emplace_back(std::clamp<int64_t>(i0 + 1, 0, n - 1), u);
+    }
+  }
+  return taps;
+}
+
+// ---- listing ------------------------------------------------------------------------
+
+struct Listing {
+  std::vector<std::string> classes;             // class folder names
+  std::vector<std::vector<std::string>> files;  // [class] sorted file names
+  int64_t ignored = 0;                          // entries with other extensions
+};
+
+bool image_extension(const std::string& name) {
+  const auto dot = name.find_last_of('.');
+  if (dot == std::string::npos) return false;
+  std::string ext = name.substr(dot + 1);
+  for (auto& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return ext == "png" || ext == "jpg" || ext == "jpeg";
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d)
+    throw UserError("prepare folder: cannot read directory '" + dir + "': " + std::strerror(errno) +
+                    "; pass a folder with one subfolder of images per class");
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d))
+    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+Listing list_folder(const std::string& dir) {
+  Listing l;
+  for (const auto& name : list_dir(dir)) {
+    const std::string p = dir + "/" + name;
+    if (!is_dir(p)) {
+      ++l.ignored;
+      continue;
+    }
+    std::vector<std::string> files;
+    for (const auto& f : list_dir(p)) {
+      if (image_extension(f) && !is_dir(p + "/" + f)) files.push_back(f);
+      else ++l.ignored;
+    }
+    if (files.empty())
+      throw UserError("prepare folder: class folder '" + p +
+                      "' has no .png, .jpg or .jpeg files; add images or remove the folder");
+    l.classes.push_back(name);
+    l.files.push_back(std::move(files));
+  }
+  if (l.classes.size() < 2)
+    throw UserError("prepare folder: '" + dir + "' has " + std::to_string(l.classes.size()) +
+                    " class subfolder(s); it needs one subfolder of images per class, at least 2");
+  return l;
+}
+
+// Listing <-> bytes ('\0'-separated: a file name cannot contain '\0').
+std::string pack(const Listing& l) {
+  std::string s = std::to_string(l.classes.size()) + '\0' + std::to_string(l.ignored) + '\0';
+  for (size_t k = 0; k < l.classes.size(); ++k) {
+    s += l.classes[k] + '\0' + std::to_string(l.files[k].size()) + '\0';
+    for (const auto& f : l.files[k]) s += f + '\0';
+  }
+  return s;
+}
+Listing unpack(const std::string& s) {
+  size_t pos = 0;
+  auto next = [&]() {
+    const size_t e = s.find('\0', pos);
+    std::string v = s.substr(pos, e - pos);
+    pos = e + 1;
+    return v;
+  };
+  Listing l;
+  const size_t k = std::stoull(next());
+  l.ignored = std::stoll(next());
+  for (size_t c = 0; c < k; ++c) {
+    l.classes.push_back(next());
+    const size_t n = std::stoull(next());
+    std::vector<std::string> files;
+    for (size_t i = 0; i < n; ++i) files.push_back(next());
+    l.files.push_back(std::move(files));
+  }
+  return l;
+}
+
+// Rank 0's string on every rank.
+std::string broadcast_string(const std::string& mine) {
+  int64_t n = static_cast<int64_t>(mine.size());
+  broadcast_bytes(&n, sizeof n, 0);
+  std::string s = world().root() ? mine : std::string(static_cast<size_t>(n), '\0');
+  if (n > 0) broadcast_bytes(&s[0], n, 0);
+  return s;
+}
+
+struct Item {
+  std::string path;
+  int32_t label;
+};
+
+}  // namespace
+
+std::string decode_image(const std::string& path, int64_t channels, Image& out) {
+  unsigned char magic[8] = {0};
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return std::string("cannot open: ") + std::strerror(errno);
+  const size_t got = std::fread(magic, 1, sizeof magic, f);
+  std::fclose(f);
+  if (got >= 8 && png_sig_cmp(magic, 0, 8) == 0) return decode_png(path, channels, out);
+  if (got >= 3 && magic[0] == 0xFF && magic[1] == 0xD8 && magic[2] == 0xFF)
+    return decode_jpeg(path, channels, out);
+  char hex[40];
+  std::snprintf(hex, sizeof hex, "%02x %02x %02x %02x", magic[0], magic[1], magic[2], magic[3]);
+  return got == 0 ? std::string("empty file")
+                  : std::string("not a PNG or JPEG file (starts with bytes ") + hex + ")";
+}
+
+Image resize_center_crop(const Image& in, int64_t size) {
+  const int64_t h = in.height, w = in.width, C = in.channels;
+  int64_t H2, W2;  // resized extent: shorter side = size
+  if (h <= w) {
+    H2 = size;
+    W2 = std::max<int64_t>(size, std::llround(double(w) * size / h));
+  } else {
+    W2 = size;
+    H2 = std::max<int64_t>(size, std::llround(double(h) * size / w));
+  }
+  const auto ty = axis_taps(h, H2, (H2 - size) / 2, size);
+  const auto tx = axis_taps(w, W2, (W2 - size) / 2, size);
+  Image out;
+  out.height = out.width = size;
+  out.channels = C;
+  out.pixels.resize(static_cast<size_t>(size * size * C));
+  std::vector<double> acc(C);
+  for (int64_t y = 0; y < size; ++y)
+    for (int64_t x = 0; x < size; ++x) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (const auto& [iy, wy] : ty[y])
+        for (const auto& [ix, wx] : tx[x]) {
+          const uint8_t* p = &in.pixels[static_cast<size_t>((iy * w + ix) * C)];
+          for (int64_t c = 0; c < C; ++c) acc[c] += wy * wx * p[c];
+        }
+      for (int64_t c = 0; c < C; ++c)
+        out.pixels[static_cast<size_t>((y * size + x) * C + c)] =
+            static_cast<uint8_t>(std::clamp(std::lround(acc[c]), 0L, 255L));
+    }
+  return out;
+}
+
+void prepare_folder(const FolderSpec& sp) {
+  const World& w = world();
+  const int64_t S = sp.size, C = sp.channels;
+
+  // Rank 0 lists; a listing error reaches every rank as the same UserError.
+  std::string packed, error;
+  if (w.root()) {
+    try {
+      packed = pack(list_folder(sp.dir));
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  error = broadcast_string(error);
+  if (!error.empty()) throw UserError(error);
+  const Listing l = unpack(broadcast_string(packed));
+  const int64_t K = static_cast<int64_t>(l.classes.size());
+
+  // Deterministic split per class.
+  std::vector<Item> split[2];  // 0 train, 1 test
+  for (int64_t k = 0; k < K; ++k) {
+    const auto& files = l.files[k];
+    const int64_t n = static_cast<int64_t>(files.size());
+    std::vector<int64_t> order(n);
+    for (int64_t i = 0; i < n; ++i) order[i] = i;
+    for (int64_t i = n - 1; i > 0; --i)  // Fisher-Yates, counter-based
+      std::swap(order[i], order[uniform_below(hash64(sp.seed, 0x5e11ULL, k, i), i + 1)]);
+    const int64_t n_test = std::min<int64_t>(n, std::llround(sp.test_fraction * n));
+    for (int64_t i = 0; i < n; ++i)
+      split[i < n_test ? 1 : 0].push_back({sp.dir + "/" + l.classes[k] + "/" + files[order[i]],
+                                           static_cast<int32_t>(k)});
+  }
+  for (int s = 0; s < 2; ++s)
+    if (split[s].empty())
+      throw UserError("prepare folder: --test-fraction " + std::to_string(sp.test_fraction) +
+                      " leaves the " + (s ? "test" : "train") + " split of '" + sp.dir +
+                      "' empty; " + (s ? "raise it or add images" : "lower it"));
+
+  // Decode this rank's share of each split.
+  std::vector<uint8_t> pixels[2];
+  std::vector<int32_t> labels[2];
+  int64_t skipped = 0;
+  std::vector<double> sum(C, 0.0), sq(C, 0.0);
+  for (int s = 0; s < 2; ++s) {
+    const int64_t N = static_cast<int64_t>(split[s].size());
+    const int64_t lo = N * w.rank / w.size, hi = N * (w.rank + 1) / w.size;
+    for (int64_t i = lo; i < hi; ++i) {
+      const Item& it = split[s][i];
+      Image img;
+      const std::string why = decode_image(it.path, C, img);
+      if (!why.empty()) {
+        ++skipped;
+        std::fprintf(stderr, "prepare folder: skipped '%s': %s\n", it.path.c_str(), why.c_str());
+        continue;
+      }
+      const Image out = resize_center_crop(img, S);
+      pixels[s].insert(pixels[s].end(), out.pixels.begin(), out.pixels.end());
+      labels[s].push_back(it.label);
+      if (s == 0)
+        for (size_t p = 0; p < out.pixels.size(); ++p) {
+          const double v = out.pixels[p] / 255.0;
+          sum[p % C] += v;
+          sq[p % C] += v * v;
+        }
+    }
+  }
+  std::fflush(stderr);
+
+  // Offsets of this rank's rows and the totals.
+  int64_t first[2], total[2];
+  for (int s = 0; s < 2; ++s) {
+    const std::vector<double> counts = allgather(double(labels[s].size()));
+    first[s] = 0;
+    total[s] = 0;
+    for (int r = 0; r < w.size; ++r) {
+      if (r < w.rank) first[s] += static_cast<int64_t>(counts[r]);
+      total[s] += static_cast<int64_t>(counts[r]);
+    }
+  }
+  const int64_t skipped_total = allreduce_sum(skipped);
+  for (int s = 0; s < 2; ++s)
+    if (total[s] == 0)
+      throw UserError("prepare folder: every image of the " + std::string(s ? "test" : "train") +
+                      " split of '" + sp.dir + "' failed to decode (" +
+                      std::to_string(skipped_total) + " skipped, reasons above); fix the files");
+  std::vector<double> sums(2 * C);
+  for (int64_t c = 0; c < C; ++c) {
+    sums[c] = sum[c];
+    sums[C + c] = sq[c];
+  }
+  allreduce_sum_inplace(sums.data(), 2 * C);
+  std::vector<double> mean, sd;
+  channel_mean_std(std::vector<double>(sums.begin(), sums.begin() + C),
+                   std::vector<double>(sums.begin() + C, sums.end()), double(total[0]) * S * S,
+                   mean, sd);
+
+  // Write: collective parallel HDF5 for the pixels and labels, then rank 0
+  // adds the attributes and renames the finished file into place.
+  const std::string tmp = sp.out + ".tmp";
+  int64_t dir_bad = 0;
+  if (w.root()) dir_bad = make_dirs(parent_dir(sp.out)) ? 0 : 1;
+  if (allreduce_sum(dir_bad) != 0)
+    throw UserError("prepare folder: cannot create the directory of --out '" + sp.out +
+                    "'; choose a writable location");
+  {
+    H5Lock lock(h5_mutex());
+    H5Obj f = h5_create_parallel(tmp);
+    for (int s = 0; s < 2; ++s) {
+      const std::string g = s ? "/test" : "/train";
+      H5Obj di = h5_create_dataset(f, g + "/images", H5T_NATIVE_UINT8, {total[s], S, S, C});
+      h5_write_slab(di.get(), first[s], static_cast<int64_t>(labels[s].size()), pixels[s].data(),
+                    /*collective=*/true);
+      H5Obj dl = h5_create_dataset(f, g + "/labels", H5T_NATIVE_INT32, {total[s]});
+      h5_write_slab(dl.get(), first[s], static_cast<int64_t>(labels[s].size()), labels[s].data(),
+                    /*collective=*/true);
+    }
+    f.close();
+  }
+  barrier();
+  if (w.root()) {
+    write_dataset_attributes(tmp, l.classes, mean, sd);
+    {
+      H5Lock lock(h5_mutex());
+      hid_t id = H5Fopen(tmp.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      if (id < 0) throw RuntimeError("cannot reopen '" + tmp + "': " + h5_error_message());
+      H5Obj f(id);
+      h5_attr_write(f, "source", sp.dir);
+      h5_attr_write(f, "skipped", skipped_total);
+      f.close();
+    }
+    atomic_replace(sp.out, tmp);
+    std::printf("prepare: wrote %s (folder %s: %lld train, %lld test, %lldx%lldx%lld, %lld classes; "
+                "skipped %lld unreadable or corrupt file(s), ignored %lld other entries; %d rank(s))\n",
+                sp.out.c_str(), sp.dir.c_str(), (long long)total[0], (long long)total[1],
+                (long long)S, (long long)S, (long long)C, (long long)K, (long long)skipped_total,
+                (long long)l.ignored, w.size);
+    std::fflush(stdout);
+  }
+  barrier();
+}
+
+}  // namespace vitkd

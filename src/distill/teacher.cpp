@@ -1,0 +1,199 @@
+#include "distill/teacher.hpp"
+
+#include <torch/script.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "config/config.hpp"
+#include "data/dataset.hpp"
+#include "dist/world.hpp"
+#include "io/checkpoint.hpp"
+#include "model/vit.hpp"
+#include "util/error.hpp"
+#include "util/torch_compat.hpp"
+
+namespace vitkd {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? "," : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
+// The last non-empty line of a LibTorch message (TorchScript errors end with
+// the Python-style exception line), shortened to fit a one-line error.
+std::string last_line(const std::string& msg) {
+  std::istringstream in(msg);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  const size_t b = last.find_first_not_of(" \t");
+  last = b == std::string::npos ? std::string("(no message)") : last.substr(b);
+  if (last.size() > 300) last = last.substr(0, 297) + "...";
+  return last;
+}
+
+// ---- a vitkd ViT checkpoint --------------------------------------------------
+class CheckpointTeacher : public Teacher {
+ public:
+  CheckpointTeacher(const std::string& path, const DatasetMeta& m, bool bf16)
+      : path_(path), bf16_(bf16) {
+    info_ = read_checkpoint_info(path);
+    const ModelSpec& s = info_.spec;
+    const std::string who = "teacher checkpoint " + path;
+    if (s.image_size != m.height)
+      throw UserError(who + ": image_size = " + std::to_string(s.image_size) + " but the images in " +
+                      m.path + " are " + std::to_string(m.height) + "x" + std::to_string(m.width) +
+                      "; distill on the data the teacher was trained for");
+    if (s.channels != m.channels)
+      throw UserError(who + ": channels = " + std::to_string(s.channels) + " but " + m.path +
+                      " has " + std::to_string(m.channels) +
+                      " channels; distill on the data the teacher was trained for");
+    if (s.classes != m.num_classes)
+      throw UserError(who + ": classes = " + std::to_string(s.classes) + " but " + m.path + " has " +
+                      std::to_string(m.num_classes) +
+                      " classes; use a teacher trained on this dataset's classes");
+    model_ = ViT(s);
+    load_checkpoint_weights(path, model_);
+    model_->eval();
+    for (auto& p : model_->parameters()) p.set_requires_grad(false);
+  }
+  torch::Tensor logits(const torch::Tensor& x) override {
+    torch::NoGradGuard ng;
+    AutocastBf16 ac(bf16_);
+    return model_->forward(x).prediction().to(torch::kFloat32);
+  }
+  int64_t parameters() const override { return info_.spec.parameter_count(); }
+  double forward_flops() const override { return info_.spec.forward_flops(); }
+  std::string describe() const override {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.4f", info_.test_top1);
+    return info_.spec.describe() + " from " + path_ + " (test top-1 " + b + ")";
+  }
+
+ private:
+  std::string path_;
+  bool bf16_;
+  CheckpointInfo info_;
+  ViT model_{nullptr};
+};
+
+// ---- any TorchScript module: images -> logits ---------------------------------
+class TorchScriptTeacher : public Teacher {
+ public:
+  TorchScriptTeacher(const std::string& path, const DatasetMeta& m, bool bf16) : path_(path) {
+    const std::string key = "teacher.torchscript '" + path + "'";
+    if (access(path.c_str(), R_OK) != 0)
+      throw UserError("cannot read " + key + ": " + std::strerror(errno) +
+                      "; save the teacher with torch.jit.save(torch.jit.script(model), PATH)");
+    try {
+      module_ = torch::jit::load(path, torch::kCPU);
+    } catch (const c10::Error& e) {
+      throw UserError(key + " is not a TorchScript file (torch.jit.load: " +
+                      last_line(e.what_without_backtrace()) +
+                      "); save the teacher with torch.jit.save(torch.jit.script(model), PATH)");
+    }
+    module_.eval();
+    for (auto p : module_.parameters()) {
+      p.set_requires_grad(false);
+      params_ += p.numel();
+    }
+    // A dummy batch of the dataset's input size; 2 samples so that a module
+    // that drops or fixes the batch axis is caught too.
+    const std::vector<int64_t> in_shape{2, m.channels, m.height, m.width};
+    const std::vector<int64_t> want{2, m.num_classes};
+    const std::string fix = "export the teacher for " + std::to_string(m.channels) + "x" +
+                            std::to_string(m.height) + "x" + std::to_string(m.width) +
+                            " images and " + std::to_string(m.num_classes) +
+                            " classes, or distill on a dataset that matches it";
+    const auto dummy = torch::linspace(-1.0, 1.0, 2 * m.channels * m.height * m.width)
+                           .reshape(in_shape);
+    torch::Tensor out;
+    try {
+      out = run(dummy, false);
+    } catch (const UserError& e) {
+      throw UserError(key + ": " + e.what() + "; " + fix);
+    } catch (const c10::Error& e) {
+      throw UserError(key + " fails on a dummy batch float " + shape_str(in_shape) +
+                      " (the input size of " + m.path + "): " + last_line(e.what_without_backtrace()) +
+                      "; " + fix);
+    } catch (const std::exception& e) {  // e.g. an exception raised by the module's code
+      throw UserError(key + " fails on a dummy batch float " + shape_str(in_shape) +
+                      " (the input size of " + m.path + "): " + last_line(e.what()) + "; " + fix);
+    }
+    if (out.sizes().vec() != want)
+      throw UserError(key + " maps float " + shape_str(in_shape) + " to " +
+                      shape_str(out.sizes().vec()) + ", expected logits " + shape_str(want) + " (" +
+                      std::to_string(m.num_classes) + " classes in " + m.path + "); " + fix);
+    if (bf16) {
+      std::string why;
+      double change = 0;
+      try {
+        auto o16 = run(dummy, true);
+        if (o16.sizes().vec() != want) why = "output shape " + shape_str(o16.sizes().vec());
+        else if (!torch::isfinite(o16.to(torch::kFloat32)).all().item<bool>()) why = "non-finite logits";
+        else
+          change = (o16.to(torch::kFloat32) - out.to(torch::kFloat32)).abs().max().item<double>() /
+                   std::max(1.0, out.abs().max().item<double>());
+      } catch (const UserError& e) {
+        why = e.what();
+      } catch (const c10::Error& e) {
+        why = last_line(e.what_without_backtrace());
+      } catch (const std::exception& e) {  // e.g. an exception raised by the module's code
+        why = last_line(e.what());
+      }
+      if (why.empty()) {
+        bf16_ = true;
+        // 0 means the module computes in fp32 whatever autocast says.
+        log0("teacher: %s under bf16 autocast: dummy-batch logits differ from fp32 by %.2e "
+             "(relative to max(1, max|logit|))\n", path.c_str(), change);
+      } else {
+        fallback_ = why;
+        log0("teacher: %s does not run under bf16 autocast (%s); running it in fp32\n",
+             path.c_str(), why.c_str());
+      }
+    }
+  }
+  torch::Tensor logits(const torch::Tensor& x) override { return run(x, bf16_).to(torch::kFloat32); }
+  int64_t parameters() const override { return params_; }
+  double forward_flops() const override { return 0.0; }
+  std::string describe() const override {
+    return "TorchScript module " + path_ + " (" + std::to_string(params_) + " parameters, " +
+           (bf16_ ? std::string("bf16 autocast")
+                  : fallback_.empty() ? std::string("fp32") : "fp32: bf16 failed (" + fallback_ + ")") +
+           ", FLOPs unknown: MFU counts the student only)";
+  }
+
+ private:
+  torch::Tensor run(const torch::Tensor& x, bool bf16) {
+    torch::NoGradGuard ng;
+    AutocastBf16 ac(bf16);
+    std::vector<torch::jit::IValue> in{x};
+    torch::jit::IValue out = module_.forward(in);
+    if (!out.isTensor())
+      throw UserError("forward returns " + out.tagKind() +
+                      ", not a tensor of logits; make forward return the logits [N,K]");
+    return out.toTensor();
+  }
+
+  std::string path_;
+  torch::jit::Module module_;
+  bool bf16_ = false;
+  std::string fallback_;  // why bf16 was not used ("" = not asked or worked)
+  int64_t params_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Teacher> make_teacher(const Config& cfg, const DatasetMeta& meta, bool bf16) {
+  if (!cfg.teacher_torchscript.empty())
+    return std::make_unique<TorchScriptTeacher>(cfg.teacher_torchscript, meta, bf16);
+  return std::make_unique<CheckpointTeacher>(cfg.teacher_checkpoint, meta, bf16);
+}
+
+}  // namespace vitkd

@@ -1,0 +1,45 @@
+#pragma once
+// The teacher of a distillation run, whatever it was trained with.
+//
+// Two kinds, chosen by the configuration (exactly one key set):
+//   teacher.checkpoint  = "checkpoint.h5"  a vitkd ViT checkpoint (src/io/checkpoint.hpp)
+//   teacher.torchscript = "teacher.pt"     any module saved with torch.jit.save whose
+//                                          forward maps float [N,C,H,W] to logits [N,K]
+// Both see exactly the input the student sees: the dataset's images as float
+// (pixel/255 - mean[c]) / std[c], with mean and std the dataset file's /mean
+// and /std attributes, after the same augmentation. A teacher runs frozen
+// (no parameter requires grad), in eval mode, under no-grad, in bf16 autocast
+// when precision.compute = "bf16" (a TorchScript module that fails under bf16
+// runs in fp32, which the start-up log says).
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace vitkd {
+
+struct Config;
+struct DatasetMeta;
+
+class Teacher {
+ public:
+  virtual ~Teacher() = default;
+  /// Logits float32 [n, K] for a normalized batch x float32 [n, C, H, W].
+  virtual torch::Tensor logits(const torch::Tensor& x) = 0;
+  /// Number of parameters (elements).
+  virtual int64_t parameters() const = 0;
+  /// Forward FLOPs per sample (matrix products, 2 per multiply-add); 0 when
+  /// unknown (TorchScript), in which case MFU counts the student only.
+  virtual double forward_flops() const = 0;
+  /// One line for the log: what it is, where it came from, its precision.
+  virtual std::string describe() const = 0;
+};
+
+/// Builds the configured teacher and checks that it fits the dataset (input
+/// size, channels, class count): a UserError naming the file, the expected and
+/// actual shapes and the fix otherwise. Call on every rank (each runs its own
+/// copy); `bf16` = precision.compute is "bf16".
+std::unique_ptr<Teacher> make_teacher(const Config& cfg, const DatasetMeta& meta, bool bf16);
+
+}  // namespace vitkd

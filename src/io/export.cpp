@@ -1,0 +1,216 @@
+#include "io/export.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "config/config.hpp"
+#include "data/dataset.hpp"
+#include "dist/world.hpp"
+#include "io/checkpoint.hpp"
+#include "io/h5.hpp"
+#include "io/json.hpp"
+#include "model/vit.hpp"
+#include "util/error.hpp"
+#include "util/fs.hpp"
+#include "util/torch_compat.hpp"
+
+namespace vitkd {
+namespace {
+
+const char* kExportUsage =
+    "usage: vitkd export CHECKPOINT.h5 --out DIR [--data FILE.h5] [--batch N]";
+
+void write_text(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out)
+      throw UserError("cannot write '" + tmp + "': " + std::strerror(errno) +
+                      "; choose an --out directory you can write to", false);
+    out << text;
+    out.flush();
+    VK_CHECK(FILE, static_cast<bool>(out));
+  }
+  atomic_replace(path, tmp);
+}
+
+// The dataset whose normalization and class names the student expects: --data,
+// else the data.path recorded in the checkpoint's configuration, if readable.
+bool find_dataset(const CheckpointInfo& info, const std::string& ckpt, const std::string& data_flag,
+                  DatasetMeta& meta, std::string& note) {
+  if (!data_flag.empty()) {
+    meta = validate_dataset(data_flag);
+    return true;
+  }
+  std::string path;
+  try {
+    path = parse_config(info.config, ckpt + " (attribute /config)").data_path;
+  } catch (const UserError& e) {
+    note = std::string("cannot parse the checkpoint's configuration: ") + e.what();
+    return false;
+  }
+  if (access(path.c_str(), R_OK) != 0) {
+    note = "the training dataset '" + path + "' is not readable here";
+    return false;
+  }
+  meta = validate_dataset(path);
+  return true;
+}
+
+}  // namespace
+
+int export_main(const std::vector<std::string>& args) {
+  std::string ckpt, out_dir, data;
+  int64_t batch = 8;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw UserError("export: " + a + " needs a value; " + kExportUsage);
+      return args[++i];
+    };
+    if (a == "--out") out_dir = value();
+    else if (a == "--data") data = value();
+    else if (a == "--batch") {
+      const std::string v = value();
+      char* end = nullptr;
+      batch = std::strtoll(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end || batch < 1 || batch > 4096)
+        throw UserError("export: --batch must be an integer in [1, 4096], got '" + v + "'");
+    } else if (a.rfind("--", 0) == 0)
+      throw UserError("export: unknown option '" + a + "'; " + kExportUsage);
+    else if (ckpt.empty()) ckpt = a;
+    else throw UserError("export: unexpected argument '" + a + "'; " + kExportUsage);
+  }
+  if (ckpt.empty()) throw UserError(std::string("export: missing CHECKPOINT.h5; ") + kExportUsage);
+  if (out_dir.empty()) throw UserError(std::string("export: --out DIR is required; ") + kExportUsage);
+
+  // Everything is checked on every rank (same files, same errors); rank 0 writes.
+  const CheckpointInfo info = read_checkpoint_info(ckpt);
+  const ModelSpec& s = info.spec;
+  DatasetMeta meta;
+  std::string note;
+  const bool have_data = find_dataset(info, ckpt, data, meta, note);
+  if (have_data && (meta.height != s.image_size || meta.channels != s.channels ||
+                    meta.num_classes != s.classes))
+    throw UserError("export: dataset " + meta.path + " (" + std::to_string(meta.height) + "x" +
+                    std::to_string(meta.width) + "x" + std::to_string(meta.channels) + ", " +
+                    std::to_string(meta.num_classes) + " classes) does not fit the model in " + ckpt +
+                    " (" + s.describe() + "); pass --data with the dataset it was trained on");
+
+  if (world().root()) {
+    if (!make_dirs(out_dir))
+      throw UserError("export: cannot create --out directory '" + out_dir + "': " +
+                      std::strerror(errno), false);
+    torch::manual_seed(0);
+    ViT model(s);
+    load_checkpoint_weights(ckpt, model);
+    model->eval();
+
+    // weights.h5
+    {
+      const std::string path = out_dir + "/weights.h5", tmp = path + ".tmp";
+      {
+        H5Lock lock(h5_mutex());
+        H5Obj f = h5_create(tmp);
+        h5_attr_write(f, "format", std::string(kExportFormat));
+        h5_attr_write(f, "format_version", kExportVersion);
+        h5_attr_write(f, "vitkd_version", std::string(VITKD_VERSION));
+        h5_attr_write(f, "model_image_size", s.image_size);
+        h5_attr_write(f, "model_channels", s.channels);
+        h5_attr_write(f, "model_patch", s.patch);
+        h5_attr_write(f, "model_dim", s.dim);
+        h5_attr_write(f, "model_depth", s.depth);
+        h5_attr_write(f, "model_heads", s.heads);
+        h5_attr_write(f, "model_mlp_ratio", s.mlp_ratio);
+        h5_attr_write(f, "model_classes", s.classes);
+        h5_attr_write(f, "model_dist_token", static_cast<int64_t>(s.dist_token));
+        torch::NoGradGuard ng;
+        for (const auto& p : model->named_parameters()) {
+          auto t = p.value().detach().to(torch::kFloat32).contiguous();
+          h5_write(f, "/model/" + p.key(), t.data_ptr<float>(), t.sizes().vec());
+        }
+        f.close();
+      }
+      atomic_replace(path, tmp);
+    }
+
+    // reference.h5: a fixed input and vitkd's logits for it, fp32 and bf16.
+    {
+      torch::NoGradGuard ng;
+      const int64_t n = batch * s.channels * s.image_size * s.image_size;
+      auto x = torch::sin(torch::arange(n, torch::kFloat64) * 0.731 + 0.25)
+                   .mul(1.5)
+                   .to(torch::kFloat32)
+                   .reshape({batch, s.channels, s.image_size, s.image_size})
+                   .contiguous();
+      auto l32 = model->forward(x).prediction().to(torch::kFloat32).contiguous();
+      torch::Tensor l16;
+      {
+        AutocastBf16 ac(true);
+        l16 = model->forward(x).prediction().to(torch::kFloat32).contiguous();
+      }
+      const std::string path = out_dir + "/reference.h5", tmp = path + ".tmp";
+      {
+        H5Lock lock(h5_mutex());
+        H5Obj f = h5_create(tmp);
+        h5_attr_write(f, "format", std::string("vitkd-export-reference"));
+        h5_attr_write(f, "format_version", kExportVersion);
+        h5_write(f, "/input", x.data_ptr<float>(), x.sizes().vec());
+        h5_write(f, "/logits", l32.data_ptr<float>(), l32.sizes().vec());
+        h5_write(f, "/logits_bf16", l16.data_ptr<float>(), l16.sizes().vec());
+        f.close();
+      }
+      atomic_replace(path, tmp);
+    }
+
+    // model.json
+    {
+      JsonObject j;
+      j.set("format", kExportFormat)
+          .set("format_version", kExportVersion)
+          .set("vitkd_version", VITKD_VERSION)
+          .set("image_size", s.image_size)
+          .set("channels", s.channels)
+          .set("patch", s.patch)
+          .set("dim", s.dim)
+          .set("depth", s.depth)
+          .set("heads", s.heads)
+          .set("mlp_ratio", s.mlp_ratio)
+          .set("mlp_hidden", s.mlp_hidden())
+          .set("classes", s.classes)
+          .set("dist_token", s.dist_token)
+          .set("parameters", s.parameter_count())
+          .set("input", "float32 [N, channels, image_size, image_size] = (pixel/255 - mean[c]) / std[c]")
+          .set("output", s.dist_token ? "logits [N, classes]: mean of the class and distillation heads"
+                                      : "logits [N, classes]: the class head")
+          .set("mean", have_data ? meta.mean : std::vector<double>{})
+          .set("std", have_data ? meta.std : std::vector<double>{})
+          .set("class_names", have_data ? meta.class_names : std::vector<std::string>{})
+          .set("dataset", have_data ? meta.path : std::string())
+          .set("source_checkpoint", ckpt)
+          .set("step", info.step)
+          .set("test_top1", info.test_top1)
+          .set("weights", "weights.h5")
+          .set("reference", "reference.h5");
+      j.write(out_dir + "/model.json");
+    }
+    for (const auto& e : python_loader_files()) write_text(out_dir + "/" + e.name, e.text);
+    if (!have_data)
+      std::printf("export: warning: no normalization or class names in model.json (%s); "
+                  "pass --data FILE.h5 to add them\n", note.c_str());
+    std::printf("export: %s -> %s/ (weights.h5, model.json, reference.h5 with %lld samples, "
+                "vitkd_model.py, vitkd_export.py); load with: python3 %s/vitkd_export.py %s\n",
+                s.describe().c_str(), out_dir.c_str(), (long long)batch, out_dir.c_str(),
+                out_dir.c_str());
+    std::fflush(stdout);
+  }
+  barrier();
+  return kExitOk;
+}
+
+}  // namespace vitkd

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# vitkd prepare folder at NP ranks on a folder the test makes itself (PIL):
+# PNG (RGB, RGBA, grayscale, 16-bit) and JPEG files of several sizes, one
+# garbage .png, one truncated .jpg and one non-image file. Checks the layout,
+# labels, class names, pixels (solid class colours; a half-black/half-white
+# image pins the resize + centre crop), mean/std, the skipped count, that the
+# NP-rank file equals the 1-rank file, and that `vitkd train` runs on it.
+#   image_folder.sh NP WORKDIR     (env: VITKD, MPIEXEC, MPIEXEC_NUMPROC_FLAG, SRC, PYTHON)
+set -euo pipefail
+np=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work"
+run() { timeout 300 $MPIEXEC $MPIEXEC_NUMPROC_FLAG "$np" $MPIEXEC_PREFLAGS "$VITKD" "$@"; }
+
+"$PYTHON" - "$work/images" <<'PY'
+import os, sys
+import numpy as np
+from PIL import Image
+root = sys.argv[1]
+colours = {"apple": (200, 30, 40), "banana": (230, 210, 60), "cherry": (90, 10, 30)}
+sizes = [(20, 30), (40, 24), (17, 17), (64, 48), (33, 21), (24, 60)]   # (w, h)
+for name, c in colours.items():
+    d = os.path.join(root, name)
+    os.makedirs(d)
+    for i, (w, h) in enumerate(sizes):
+        im = Image.new("RGB", (w, h), c)
+        if i == 1:
+            im.save(os.path.join(d, f"img{i}.jpg"), quality=95)
+        elif i == 2:
+            im.convert("RGBA").save(os.path.join(d, f"img{i}.PNG"))   # opaque alpha, upper-case extension
+        else:
+            im.save(os.path.join(d, f"img{i}.png"))
+gray = os.path.join(root, "dgray")      # grayscale, 8- and 16-bit PNG and a grayscale JPEG
+os.makedirs(gray)
+Image.new("L", (30, 20), 77).save(os.path.join(gray, "g8.png"))
+Image.fromarray(np.full((25, 25), 77 * 257, dtype=np.uint16)).save(os.path.join(gray, "g16.png"))
+Image.new("L", (18, 26), 77).save(os.path.join(gray, "g.jpeg"), quality=100)
+halves = os.path.join(root, "halves")  # 64x32: left half black, right half white
+os.makedirs(halves)
+a = np.zeros((32, 64, 3), np.uint8)
+a[:, 32:] = 255
+for i in range(3):
+    Image.fromarray(a).save(os.path.join(halves, f"h{i}.png"))
+# Broken files: garbage with a .png name, a truncated JPEG; and a text file (ignored).
+with open(os.path.join(root, "apple", "broken.png"), "wb") as f:
+    f.write(b"this is not an image at all")
+big = Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8))
+big.save(os.path.join(root, "banana", "full.jpg"), quality=90)
+data = open(os.path.join(root, "banana", "full.jpg"), "rb").read()
+os.remove(os.path.join(root, "banana", "full.jpg"))
+with open(os.path.join(root, "banana", "truncated.jpg"), "wb") as f:
+    f.write(data[: len(data) // 2])
+with open(os.path.join(root, "cherry", "notes.txt"), "w") as f:
+    f.write("not an image\n")
+PY
+
+run prepare folder "$work/images" --out "$work/folder.h5" --size 16 --test-fraction 0.25 --seed 5 \
+  > "$work/prepare.out" 2> "$work/prepare.err"
+cat "$work/prepare.out" "$work/prepare.err"
+grep -q "skipped 2 unreadable or corrupt file(s)" "$work/prepare.out"
+grep -q "skipped '$work/images/apple/broken.png': not a PNG or JPEG file" "$work/prepare.err"
+grep -q "skipped '$work/images/banana/truncated.jpg': corrupt JPEG" "$work/prepare.err"
+"$VITKD" prepare folder "$work/images" --out "$work/folder1.h5" --size 16 --test-fraction 0.25 \
+  --seed 5 > /dev/null 2>&1
+
+"$PYTHON" - "$work" "$np" <<'PY'
+import sys, h5py, numpy as np
+work, np_ = sys.argv[1], int(sys.argv[2])
+f, g = h5py.File(f"{work}/folder.h5", "r"), h5py.File(f"{work}/folder1.h5", "r")
+s = lambda v: v.decode() if isinstance(v, bytes) else str(v)
+assert s(f.attrs["format"]) == "vitkd-dataset" and int(f.attrs["format_version"]) == 1
+names = [s(n) for n in f.attrs["class_names"]]
+assert names == ["apple", "banana", "cherry", "dgray", "halves"], names
+assert int(f.attrs["skipped"]) == 2, f.attrs["skipped"]
+for split in ("train", "test"):                       # NP ranks == 1 rank, byte for byte
+    for k in ("images", "labels"):
+        assert np.array_equal(f[split][k][()], g[split][k][()]), (split, k)
+imgs = {sp: f[sp]["images"][()] for sp in ("train", "test")}
+labs = {sp: f[sp]["labels"][()] for sp in ("train", "test")}
+for sp in imgs:
+    assert imgs[sp].dtype == np.uint8 and imgs[sp].shape[1:] == (16, 16, 3), imgs[sp].shape
+    assert labs[sp].dtype == np.int32 and labs[sp].shape == (imgs[sp].shape[0],)
+allx, ally = np.concatenate([imgs["train"], imgs["test"]]), np.concatenate([labs["train"], labs["test"]])
+counts = np.bincount(ally, minlength=5).tolist()
+assert counts == [6, 6, 6, 3, 3], counts                 # 7 files in apple/banana, 1 broken each
+# Stratified split: round(0.25 n) of each class's listed files go to test (a
+# broken file counts in n and is dropped from whichever split it fell in).
+tc = np.bincount(labs["test"], minlength=5).tolist()
+assert tc[2:] == [2, 1, 1] and all(1 <= t <= 2 for t in tc[:2]), tc
+colours = [(200, 30, 40), (230, 210, 60), (90, 10, 30), (77, 77, 77)]
+for k, c in enumerate(colours):
+    err = np.abs(allx[ally == k].astype(int) - np.array(c)).max()
+    assert err <= 3, (names[k], err)                     # solid colours survive (JPEG: +-3)
+h = allx[ally == 4].astype(int)
+assert (h[:, :, :8] == 0).all() and (h[:, :, 8:] == 255).all(), h[0, 0]
+x = imgs["train"].reshape(-1, 3) / 255.0
+mean, std = x.mean(0), x.std(0)
+assert np.allclose(f.attrs["mean"], mean, atol=1e-9) and np.allclose(f.attrs["std"], std, atol=1e-6), \
+    (f.attrs["mean"], mean, f.attrs["std"], std)
+print(f"OK: folder dataset {len(labs['train'])} train, {len(labs['test'])} test, classes {names}, "
+      f"skipped {int(f.attrs['skipped'])}, {np_} ranks == 1 rank")
+PY
+
+# User errors: one line, exit 2.
+expect_user_error() {  # WANT CMD...
+  local want=$1; shift
+  set +e; "$@" > "$work/err.out" 2>&1; local rc=$?; set -e
+  if [ "$rc" -ne 2 ] || ! grep -qF -- "$want" "$work/err.out" || [ "$(wc -l < "$work/err.out")" -ne 1 ]; then
+    echo "FAIL: expected exit 2 and one line with '$want', got exit $rc:"; cat "$work/err.out"; exit 1
+  fi
+}
+mkdir -p "$work/one/only" && cp "$work/images/halves/h0.png" "$work/one/only/"
+expect_user_error "has 1 class subfolder(s)" "$VITKD" prepare folder "$work/one" --out "$work/x.h5" --size 8
+expect_user_error "cannot read directory '$work/none'" "$VITKD" prepare folder "$work/none" --out "$work/x.h5" --size 8
+expect_user_error "--size S (output height = width in pixels) is required" \
+  "$VITKD" prepare folder "$work/images" --out "$work/x.h5"
+expect_user_error "--test-fraction must be a number in [0, 1)" \
+  "$VITKD" prepare folder "$work/images" --out "$work/x.h5" --size 8 --test-fraction 1.5
+
+run train "$SRC/inputs/smoke.toml" --set data.path="$work/folder.h5" --set run.out_dir="$work/run" \
+  --set model.channels=3 --set model.classes=5 --set data.batch_size=4 --set train.epochs=2 \
+  --set train.mfu_ceiling=1e11 | tee "$work/train.log" | tail -2
+grep -q "^done: " "$work/train.log"
