@@ -18,6 +18,16 @@ run train "$SRC/inputs/smoke.toml" --set data.path="$work/syn.h5" --set run.out_
   --set model.dim=16 --set model.depth=1 --set model.dist_token=true --set train.epochs=3 \
   | tee "$work/student.log"
 
+# The same distillation with the teacher-logit cache: the teacher runs once
+# per sample (epoch 1), then never; a second run reuses the cache file.
+STUDENT=(train "$SRC/inputs/smoke.toml" --set data.path="$work/syn.h5" --set run.mode=distill
+  --set teacher.checkpoint="$work/teacher/checkpoint.h5" --set model.dim=16 --set model.depth=1
+  --set model.dist_token=true --set train.epochs=3 --set distill.teacher_cache=true)
+run "${STUDENT[@]}" --set run.out_dir="$work/cached" | tee "$work/cached.log"
+run "${STUDENT[@]}" --set run.out_dir="$work/cached2" \
+  --set distill.teacher_cache_file="$work/cached/teacher_logits.h5" | tee "$work/cached2.log"
+grep -q "teacher cache: loaded 1536 of 1536" "$work/cached2.log"
+
 "$PYTHON" - "$work" "$np" <<'PY'
 import json, sys, h5py
 work, np_ = sys.argv[1], int(sys.argv[2])
@@ -44,6 +54,14 @@ with h5py.File(f"{work}/student/checkpoint.h5", "r") as f:
     assert int(f.attrs["step"]) == s["steps"]
     assert f["model/head_dist.weight"].shape == (4, 16)
     assert f["model/blocks.0.attn.qkv.weight"].shape == (48, 16)
+c = json.load(open(f"{work}/cached/result.json"))
+c2 = json.load(open(f"{work}/cached2/result.json"))
+assert c["teacher_forwards"] == 1536, c["teacher_forwards"]        # once per sample
+assert c["teacher_cache_filled"] == 1536 and c["teacher_cache_hits"] == 2 * 1536, c
+assert c2["teacher_forwards"] == 0 and c2["teacher_cache_hits"] == 3 * 1536, c2
+assert abs(c["test_top1"] - s["test_top1"]) <= 0.05, (c["test_top1"], s["test_top1"])
+print(f"OK: teacher cache: live {s['test_top1']:.3f}, cached {c['test_top1']:.3f}, epochs "
+      f"{['%.2f' % e for e in c['epoch_seconds']]} s")
 print(f"OK: teacher {t['test_top1']:.3f} ({t['parameters']} params), "
       f"student {s['test_top1']:.3f} ({s['parameters']} params) at {np_} ranks")
 PY

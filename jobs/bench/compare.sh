@@ -18,7 +18,7 @@ for ((r = 0; r < repeats; r++)); do
   for i in "${!labels[@]}"; do
     dir="$out/v${i}_r${r}"
     # shellcheck disable=SC2086
-    mpirun -n "$NP" build/vitkd train "$config" --set run.out_dir="$dir" ${sets[$i]} >"$dir.log" 2>&1 \
+    mpirun -n "$NP" build/vitkd train "$config" --set run.out_dir="$dir" --set checkpoint.resume=never ${sets[$i]} >"$dir.log" 2>&1 \
       || { echo "run failed: ${labels[$i]} (see $dir.log)"; exit 1; }
     ips=$(/usr/bin/python3 -c "import json;print(round(json.load(open('$dir/result.json'))['images_per_second'],1))")
     echo "repeat $r  ${labels[$i]}: $ips img/s"

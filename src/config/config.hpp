@@ -34,6 +34,8 @@ namespace vitkd {
   X(distill, kind, std::string, "soft", "\"soft\" (KL) or \"hard\" (teacher argmax)")      \
   X(distill, temperature, double, 4.0, "softmax temperature tau for the soft loss")        \
   X(distill, alpha, double, 0.5, "weight of the distillation term in the soft loss")       \
+  X(distill, teacher_cache, bool, false, "compute each sample's teacher logits once, reuse them in later epochs (needs augment = false)") \
+  X(distill, teacher_cache_file, std::string, "", "HDF5 file of cached teacher logits (\"\" = out_dir/teacher_logits.h5)") \
   X(train, epochs, int64_t, 3, "passes over the training data")                            \
   X(train, max_steps, int64_t, 0, "stop after this many optimizer steps (0 = no limit)")   \
   X(train, eval_every_epochs, int64_t, 1, "test top-1 every N epochs (0 = only at the end)") \

@@ -20,6 +20,7 @@
 #include "dist/world.hpp"
 #include "distill/loss.hpp"
 #include "distill/teacher.hpp"
+#include "distill/teacher_cache.hpp"
 #include "io/checkpoint.hpp"
 #include "io/json.hpp"
 #include "io/timing_log.hpp"
@@ -274,6 +275,10 @@ int train_main(const Config& cfg, const std::string& origin) {
                     " ranks); lower data.batch_size or use more data");
   std::unique_ptr<Teacher> teacher;  // checks that it fits the data (distill/teacher.hpp)
   if (distill) teacher = make_teacher(cfg, meta, bf16);
+  std::unique_ptr<TeacherCache> tcache;  // distill.teacher_cache (distill/teacher_cache.hpp)
+  const std::string tcache_file = cfg.distill_teacher_cache_file.empty()
+                                      ? cfg.run_out_dir + "/teacher_logits.h5"
+                                      : cfg.distill_teacher_cache_file;
   prepare_out_dir(cfg.run_out_dir);
 
   const int64_t threads = auto_threads(cfg);
@@ -451,11 +456,18 @@ int train_main(const Config& cfg, const std::string& origin) {
                  resume_from.empty() ? -1 : step);
   log0("setup took %.1f s\n", seconds_since(t_setup));
 
+  if (distill && cfg.distill_teacher_cache) {
+    tcache = std::make_unique<TeacherCache>(meta.train_size, meta.num_classes, teacher->describe(),
+                                            meta.path);
+    log0("%s\n", tcache->load(tcache_file).c_str());
+  }
+
   // ---- loop ------------------------------------------------------------------
   double loss_acc = 0, loss_n = 0, last_loss = NAN, lr = 0, step_loss = NAN;
   int64_t step_n = 0;
   int64_t cur_epoch = start_epoch, data_batch = start_batch;  // the data cursor
   const int64_t seen_at_start = samples_seen, trained_at_start = samples_trained;
+  std::vector<double> epoch_seconds;  // training wall time of each epoch of this run (no eval)
   const auto t_train = Clock::now();
   auto t_window = Clock::now();
   int64_t window_samples = 0, window_seen = 0, window_kept = 0;
@@ -463,16 +475,36 @@ int train_main(const Config& cfg, const std::string& origin) {
   student->train();
   int64_t last_global = 0;  // samples in the global batch fill_once read last
 
-  // One optimizer step on `n` pooled samples of a global step of `global_n`.
-  auto train_step = [&](int64_t n, int64_t global_n) {
+  // Teacher logits of samples `idx` with inputs `x` (n may be 0), from the
+  // cache when it holds them all. With the cache on this is collective: every
+  // rank calls it at the same point, so that fresh rows reach every rank.
+  auto teacher_for = [&](const torch::Tensor& x, const torch::Tensor& idx) -> torch::Tensor {
+    torch::Tensor t, fresh_i, fresh_t;
+    if (x.defined() && x.size(0) > 0) {
+      ScopedPhase ph(times, Phase::TeacherForward);
+      if (tcache) t = tcache->lookup(idx);
+      if (!t.defined()) {
+        t = teacher->logits(x);
+        teacher_forwards += x.size(0);
+        fresh_i = idx;
+        fresh_t = t;
+      }
+    }
+    if (tcache) tcache->share(fresh_i, fresh_t);
+    return t;
+  };
+
+  // One optimizer step on `n` pooled samples of a global step of `global_n`;
+  // `need_teacher`: the pooled samples carry no teacher logits yet (the same
+  // on every rank).
+  auto train_step = [&](int64_t n, int64_t global_n, bool need_teacher) {
     PoolTake take = pool.take(n);
     const double weight = global_n > 0 ? double(n) * w.size / double(global_n) : 0.0;
+    if (need_teacher) {
+      auto t = teacher_for(take.x, take.i);
+      if (n > 0) take.t = t;
+    }
     if (n > 0) {
-      if (distill && !take.t.defined()) {
-        ScopedPhase ph(times, Phase::TeacherForward);
-        take.t = teacher->logits(take.x);
-        teacher_forwards += n;
-      }
       torch::Tensor loss;
       {
         ScopedPhase ph(times, Phase::StudentForward);
@@ -542,13 +574,9 @@ int train_main(const Config& cfg, const std::string& origin) {
     // Selection pass (no grad): per-sample losses of every rank's samples.
     torch::Tensor per, t_logits;
     const int64_t n = b->size();
+    if (sift_kd) t_logits = teacher_for(x, idx_t);  // collective with the cache
     if (n > 0) {
       torch::NoGradGuard ng;
-      if (sift_kd) {
-        ScopedPhase ph(times, Phase::TeacherForward);
-        t_logits = teacher->logits(x);
-        teacher_forwards += n;
-      }
       ScopedPhase ph(times, Phase::SiftForward);
       AutocastBf16 ac(bf16);
       ViTOutput out = student->forward(x);
@@ -635,6 +663,7 @@ int train_main(const Config& cfg, const std::string& origin) {
   for (int64_t epoch = start_epoch; epoch < cfg.train_epochs && !stop; ++epoch) {
     cur_epoch = epoch;
     data_batch = epoch == start_epoch ? start_batch : 0;
+    const auto t_epoch = Clock::now();
     train.begin_epoch(epoch, data_batch);
     bool exhausted = false;
     while (!exhausted) {
@@ -648,7 +677,7 @@ int train_main(const Config& cfg, const std::string& origin) {
         // Plain data parallelism: each step trains on exactly one global batch.
         exhausted = !fill_once(false);
         if (exhausted) break;
-        train_step(pool.size(), last_global);
+        train_step(pool.size(), last_global, distill);
       } else {
         // Kept samples accumulate until every rank has a full batch; all
         // ranks decide together (an allreduce), so none can wait alone.
@@ -662,9 +691,9 @@ int train_main(const Config& cfg, const std::string& origin) {
           // End of the epoch: flush every rank's leftover in one last step.
           const int64_t left = allreduce_sum(pool.size());
           if (left == 0) break;
-          train_step(pool.size(), left);
+          train_step(pool.size(), left, distill && !sift_kd);
         } else {
-          train_step(cfg.data_batch_size, cfg.data_batch_size * w.size);
+          train_step(cfg.data_batch_size, cfg.data_batch_size * w.size, distill && !sift_kd);
         }
       }
 
@@ -726,6 +755,7 @@ int train_main(const Config& cfg, const std::string& origin) {
       if (preempt) {
         const std::string path = checkpoint_step_path(cfg.run_out_dir, step);
         write_checkpoint(path, false, true);
+        if (tcache && w.root()) tcache->save(tcache_file);
         tlog.flush();
         log0("preempted (SIGTERM/SIGUSR1) after step %lld: wrote %s/checkpoint.h5; exiting with "
              "code %d so that the job is requeued; the next run resumes from it\n",
@@ -742,6 +772,7 @@ int train_main(const Config& cfg, const std::string& origin) {
         write_checkpoint(checkpoint_step_path(cfg.run_out_dir, step), false, true);
     }
     epochs_done = epoch + 1;
+    epoch_seconds.push_back(seconds_since(t_epoch));
     const bool last = (stop || epoch + 1 == cfg.train_epochs) && cfg.train_final_eval;
     if (last || (cfg.train_eval_every_epochs > 0 && (epoch + 1) % cfg.train_eval_every_epochs == 0)) {
       ScopedPhase ph(times, Phase::Eval);
@@ -758,6 +789,9 @@ int train_main(const Config& cfg, const std::string& origin) {
   }
   if (sift_trace) std::fclose(sift_trace);
   tlog.flush();
+  if (tcache && w.root() && tcache->save(tcache_file))
+    log0("teacher cache: %lld of %lld samples' logits saved to %s\n", (long long)tcache->filled(),
+         (long long)tcache->size(), tcache_file.c_str());
   const double log_overhead = allreduce_max(tlog.overhead_seconds());
   const double run_seconds = seconds_since(t_train);  // this run (a resumed run adds its past)
   const double train_seconds = prior_train_seconds + run_seconds;
@@ -769,6 +803,7 @@ int train_main(const Config& cfg, const std::string& origin) {
   data_batch = 0;
   write_checkpoint(checkpoint_step_path(cfg.run_out_dir, step), true, true);
   const int64_t teacher_forwards_total = allreduce_sum(teacher_forwards);
+  const int64_t tcache_hits = allreduce_sum(tcache ? tcache->hits() : int64_t(0));
   if (w.root()) {
     JsonObject r;
     r.set("mode", cfg.run_mode)
@@ -795,6 +830,9 @@ int train_main(const Config& cfg, const std::string& origin) {
         .set("final_loss", last_loss)
         .set("timing_log_overhead_fraction", log_overhead / std::max(1e-9, run_seconds))
         .set("resumed_from", resume_from)
+        .set("epoch_seconds", epoch_seconds)
+        .set("teacher_cache_hits", tcache_hits)
+        .set("teacher_cache_filled", tcache ? tcache->filled() : int64_t(0))
         .set("skipped_steps", bad_steps)
         .set("test_top1_per_epoch", top1_per_epoch)
         .set("threads_per_rank", threads)

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Sifting benchmark (issue 4): Fashion-MNIST distillation at 2 ranks, with and
+# without sifting, the same number of samples seen (train.epochs), the same
+# teacher, seeds and schedule. Reports wall time and student test top-1 per
+# variant and the change against no sifting.
+#   jobs/bench/sift.sh [EPOCHS] [TEACHER.h5]
+# Needs a teacher (default runs/fmnist-teacher/checkpoint.h5, from
+# `mpirun -n 2 build/vitkd train inputs/fmnist-teacher.toml`).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source jobs/env.sh
+E=${1:-3}
+TEACHER=${2:-runs/fmnist-teacher/checkpoint.h5}
+NP=${NP:-2}
+DELAY=${DELAY:-200}   # optimizer steps before sifting starts (~0.4 epoch at global batch 128)
+OUT=${OUT:-runs/bench-sift}
+mkdir -p "$OUT"
+[ -f "$TEACHER" ] || { echo "no teacher checkpoint at $TEACHER" >&2; exit 2; }
+variants=(
+  "none|"
+  "ce beta=0.5|--set sift.enabled=true --set sift.criterion=ce --set sift.beta=0.5"
+  "ce beta=1|--set sift.enabled=true --set sift.criterion=ce --set sift.beta=1"
+  "kd beta=0.5|--set sift.enabled=true --set sift.criterion=kd --set sift.beta=0.5"
+  "kd beta=1|--set sift.enabled=true --set sift.criterion=kd --set sift.beta=1"
+)
+for i in "${!variants[@]}"; do
+  label=${variants[$i]%%|*}
+  sets=${variants[$i]#*|}
+  dir="$OUT/v$i"
+  # shellcheck disable=SC2086
+  mpirun -n "$NP" build/vitkd train inputs/fmnist-distill.toml --set run.out_dir="$dir" \
+    --set checkpoint.resume=never --set train.epochs="$E" --set teacher.checkpoint="$TEACHER" \
+    --set sift.delay="$DELAY" --set train.eval_every_epochs=0 $sets > "$dir.log" 2>&1 \
+    || { echo "run failed: $label (see $dir.log)"; exit 1; }
+  echo "$label: done ($dir)"
+done
+/usr/bin/python3 - "$OUT" "${#variants[@]}" "${variants[@]%%|*}" <<'PY'
+import json, sys
+out, n, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+rows = [json.load(open(f"{out}/v{i}/result.json")) for i in range(n)]
+base = rows[0]
+def wall(r):  # training wall time, the final evaluation excluded
+    return r["train_seconds"] - r["phase_seconds_rank0"][-1]
+print(f"{'variant':<14}{'train s':>9}{'vs none':>9}{'top-1':>8}{'Δ pts':>8}{'kept':>7}{'teacher fwd':>13}{'seen':>9}")
+for l, r in zip(labels, rows):
+    t = wall(r)
+    print(f"{l:<14}{t:9.1f}{t / wall(base) - 1:+9.1%}{r['test_top1']:8.4f}"
+          f"{100 * (r['test_top1'] - base['test_top1']):+8.2f}{r['kept_fraction']:7.2f}"
+          f"{r['teacher_forwards']:13d}{r['samples_seen']:9d}")
+PY
