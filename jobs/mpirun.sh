@@ -15,7 +15,7 @@ export OMP_NUM_THREADS=$THREADS
 VITKD=${VITKD:-build/vitkd}
 [ -x "$VITKD" ] || bash jobs/build.sh
 while true; do
-  mpirun -n "$NP" --bind-to none "$VITKD" train --set train.threads="$THREADS" "$@"
+  mpirun -n "$NP" --bind-to none "$VITKD" train "$1" --set train.threads="$THREADS" "${@:2}"
   rc=$?
   if [ "$rc" -eq 75 ] && [ "${RESTART:-0}" = 1 ]; then
     echo "mpirun.sh: preempted (exit 75); resuming"
