@@ -68,6 +68,28 @@ std::vector<std::string> all_names() {
   return names;
 }
 
+// True if `s` is well-formed UTF-8 (what TOML requires of every string).
+bool valid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    uint32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
+    for (size_t k = 1; k < len; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d >> 6) != 0x2) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // No overlong forms, surrogates or code points past U+10FFFF.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+      return false;
+    i += len;
+  }
+  return true;
+}
+
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& cands) {
   std::string n = nearest(word, cands);
   return n.empty() ? std::string() : " (did you mean '" + n + "'?)";
@@ -145,7 +167,11 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     try {
       parsed = toml::parse("v = " + value);
     } catch (const toml::parse_error&) {
-      parsed = toml::table{{"v", value}};  // a bare word is a string
+      // A bare word is a string; it must be UTF-8 like any TOML string, or
+      // the configuration echo (log, checkpoint) would not parse back.
+      if (!valid_utf8(value))
+        throw UserError("--set '" + ov + "': the value is not valid UTF-8; quote it as a TOML string");
+      parsed = toml::table{{"v", value}};
     }
     if (!tbl.contains(section)) tbl.insert(section, toml::table{});
     auto* sec = tbl[section].as_table();
