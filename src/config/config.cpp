@@ -90,6 +90,11 @@ bool valid_utf8(const std::string& s) {
   return true;
 }
 
+// "a string", "an integer", "an array".
+std::string with_article(const std::string& w) {
+  return (!w.empty() && std::string("aeiou").find(w[0]) != std::string::npos ? "an " : "a ") + w;
+}
+
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& cands) {
   std::string n = nearest(word, cands);
   return n.empty() ? std::string() : " (did you mean '" + n + "'?)";
@@ -187,9 +192,18 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
   for (auto& [sk, sv] : tbl) {
     std::string section(sk.str());
     auto* sec = sv.as_table();
-    if (!sec)
-      throw UserError(origin + ": top-level key '" + section +
-                      "' must be a [section]" + did_you_mean(section, names));
+    if (!sec) {
+      std::ostringstream got;
+      got << sv.type();
+      // A known section written as a value or an array of tables needs no
+      // suggestion; anything else gets the nearest key.
+      const bool is_section = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
+        return n.compare(0, section.size() + 1, section + ".") == 0;
+      });
+      throw UserError(origin + ": top-level key '" + section + "' must be a [section], got " +
+                      with_article(got.str()) +
+                      (is_section ? "; write it as [" + section + "]" : did_you_mean(section, names)));
+    }
     for (auto& [kk, kv] : *sec) {
       std::string full = section + "." + std::string(kk.str());
       if (!known.count(full))
@@ -206,9 +220,9 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     if (!read_node(*n, field)) {
       std::ostringstream got;
       got << n->type();
-      throw UserError(origin + ": key '" + std::string(s) + "." + k + "' must be a " +
-                      type_name<T>() + ", got a " + got.str() + "; e.g. " + std::string(s) +
-                      "." + k + " = " + to_toml(field));
+      throw UserError(origin + ": key '" + std::string(s) + "." + k + "' must be " +
+                      with_article(type_name<T>()) + ", got " + with_article(got.str()) +
+                      "; e.g. " + std::string(s) + "." + k + " = " + to_toml(field));
     }
   });
   validate_config(cfg, origin);
