@@ -2,8 +2,6 @@
 // The property every fuzz target checks: the code under test accepts the
 // input or throws vitkd's UserError / RuntimeError. Anything else (another
 // exception, a crash, a sanitizer report, die()/abort) is a finding.
-#include <hdf5.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -35,9 +33,5 @@ template <class F> bool accepts(F&& f) {
     finding("escaped a non-std exception");
   }
 }
-
-/// The HDF5 error stack of a failed call must not be left behind: the
-/// validators report errors themselves (h5_silence_errors()).
-inline void h5_init_silent() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 }  // namespace vitkd::fuzz
