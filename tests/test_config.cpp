@@ -96,3 +96,13 @@ TEST(Config, SectionWrittenAsAValue) {
   e = error_of("optim = 3\n");
   EXPECT_NE(e.find("write it as [optim]"), std::string::npos) << e;
 }
+
+TEST(Config, EchoKeepsEveryCharacterOfStrings) {
+  // Found by fuzz_config: a value starting with a newline lost it in the echo.
+  Config c = parse_config("[run]\nout_dir = \"q\\\"b\\\\s\\u0001\\t\"\n", "t.toml", {"data.path=\nx y"});
+  ASSERT_EQ(c.data_path, "\nx y");
+  Config d = parse_config(config_to_toml(c), "echo.toml");
+  EXPECT_EQ(d.data_path, "\nx y");
+  EXPECT_EQ(d.run_out_dir, "q\"b\\s\x01\t");
+  EXPECT_EQ(config_to_toml(c), config_to_toml(d));
+}
