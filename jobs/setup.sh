@@ -6,6 +6,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake ninja-build pkg-config git
+  clang libclang-rt-14-dev
   libopenmpi-dev openmpi-bin
   libhdf5-openmpi-dev hdf5-tools
   libtorch-dev libopenblas0-openmp

@@ -22,8 +22,16 @@ expect() {
   if ! grep -qF -- "$pattern" <<<"$out"; then
     echo "FAIL $name: message lacks '$pattern'"; echo "$out" | head -5; fails=$((fails+1)); return
   fi
-  if grep -qE "terminate called|Segmentation fault|core dumped|Traceback" <<<"$out"; then
+  if grep -qE "terminate called|Segmentation fault|core dumped|Traceback|ERROR: AddressSanitizer|runtime error:" <<<"$out"; then
     echo "FAIL $name: crashed"; echo "$out" | head -5; fails=$((fails+1)); return
+  fi
+  # HDF5's own error-stack printing is off (h5_silence_errors); its errors
+  # reach the one-line path instead.
+  if grep -q "HDF5-DIAG" <<<"$out"; then
+    echo "FAIL $name: HDF5 printed its error stack"; echo "$out" | head -5; fails=$((fails+1)); return
+  fi
+  if [ "$code" -ne 0 ] && [ "$(grep -c 'vitkd: error' <<<"$out")" -lt 1 ]; then
+    echo "FAIL $name: no 'vitkd: error' line"; echo "$out" | head -5; fails=$((fails+1)); return
   fi
   echo "ok   $name: $(grep -m1 'vitkd: error' <<<"$out")"
   passes=$((passes+1))
@@ -43,7 +51,7 @@ printf '[optim]\nweight_decy = 0.1\n' > "$work/unknown.toml"
 expect unknown_key 2 "unknown configuration key 'optim.weight_decy' (did you mean 'optim.weight_decay'?)" -- \
   run2 train "$work/unknown.toml"
 expect unknown_key_override 2 "did you mean 'model.depth'" -- run2 "${base[@]}" "${keep[@]}" --set model.detph=2
-expect wrong_type 2 "'data.batch_size' must be a integer" -- run2 "${base[@]}" "${keep[@]}" --set data.batch_size='"x"'
+expect wrong_type 2 "'data.batch_size' must be an integer" -- run2 "${base[@]}" "${keep[@]}" --set data.batch_size='"x"'
 expect zero_batch 2 "data.batch_size" -- run2 "${base[@]}" "${keep[@]}" --set data.batch_size=0
 expect depth_zero 2 "model.depth" -- run2 "${base[@]}" "${keep[@]}" --set model.depth=0
 expect heads_divide 2 "heads do not divide dim" -- run2 "${base[@]}" "${keep[@]}" --set model.heads=5
@@ -56,6 +64,10 @@ expect missing_data 2 "cannot read dataset '$work/missing.h5'" -- \
 
 head -c 3000 "$work/syn.h5" > "$work/truncated.h5"
 expect truncated_h5 2 "truncated or corrupt" -- run2 "${base[@]}" "${keep[@]}" --set data.path="$work/truncated.h5"
+# Cut off only the end: the superblock is intact, HDF5 itself finds the
+# file short, and its message reaches the one error line.
+head -c $(( $(stat -c %s "$work/syn.h5") - 4096 )) "$work/syn.h5" > "$work/truncated_tail.h5"
+expect truncated_tail_h5 2 "truncated file" -- run2 "${base[@]}" "${keep[@]}" --set data.path="$work/truncated_tail.h5"
 
 "$PYTHON" - "$work" <<'PY'
 import h5py, numpy as np, sys, shutil
@@ -80,8 +92,16 @@ def tiny(f):
     img, lab = f["train/images"][:20], f["train/labels"][:20]
     del f["train/images"]; del f["train/labels"]
     f["train/images"] = img; f["train/labels"] = lab
+def label_count(f):
+    lab = f["train/labels"][:-1]
+    del f["train/labels"]; f["train/labels"] = lab
+def attr_type(f):
+    f.attrs["format_version"] = "1"
+def group_not_dataset(f):
+    del f["test/images"]; f.create_group("test/images")
 for n, fn in [("wrong_dtype", wrong_dtype), ("wrong_rank", wrong_rank), ("out_of_range", out_of_range),
-              ("empty_split", empty_split), ("tiny", tiny)]:
+              ("empty_split", empty_split), ("tiny", tiny), ("label_count", label_count),
+              ("attr_type", attr_type), ("group_not_dataset", group_not_dataset)]:
     variant(n, fn)
 PY
 expect wrong_dtype 2 "'/train/labels' is float32 [256], expected int32 [N]" -- \
@@ -93,6 +113,14 @@ expect labels_out_of_range 2 "label 9 at /train/labels[5] is out of range [0, 4)
 expect empty_split 2 "split 'test' is empty" -- run2 "${base[@]}" "${keep[@]}" --set data.path="$work/empty_split.h5"
 expect smaller_than_batch 2 "fewer than one global batch" -- \
   run2 "${base[@]}" "${keep[@]}" --set data.path="$work/tiny.h5"
+expect wrong_shape 2 "'/train/images' has 256 images but '/train/labels' has 255 labels" -- \
+  run2 "${base[@]}" "${keep[@]}" --set data.path="$work/label_count.h5"
+# Layout errors HDF5 reports (a string where an integer belongs, a group where
+# a dataset belongs) are user errors naming the file and object, not aborts.
+expect attr_wrong_type 2 "attribute 'format_version' must be an integer" -- \
+  run2 "${base[@]}" "${keep[@]}" --set data.path="$work/attr_type.h5"
+expect group_not_dataset 2 "'/test/images' is not a readable dataset (unable to open dataset" -- \
+  run2 "${base[@]}" "${keep[@]}" --set data.path="$work/group_not_dataset.h5"
 expect image_size_mismatch 2 "model.image_size = 28" -- run2 "${base[@]}" "${keep[@]}" --set model.image_size=28
 expect class_mismatch 2 "model.classes = 10 but" -- run2 "${base[@]}" "${keep[@]}" --set model.classes=10
 
@@ -106,6 +134,17 @@ run2 train "$SRC/inputs/smoke.toml" --set data.path="$work/syn5.h5" --set model.
   --set train.max_steps=2 --set run.out_dir="$work/t5" >/dev/null 2>&1
 expect teacher_classes 2 "teacher checkpoint $work/t5/checkpoint.h5: classes = 5 but" -- \
   run2 "${base[@]}" "${keep[@]}" --set run.mode=distill --set teacher.checkpoint="$work/t5/checkpoint.h5"
+# A teacher trained on other images (16x16) than the data (8x8).
+"$VITKD" prepare synthetic --out "$work/syn8.h5" --train 128 --test 32 --size 8 --classes 4 >/dev/null
+expect teacher_image_size 2 "teacher checkpoint $work/t5/checkpoint.h5: image_size = 16 but the images" -- \
+  run2 "${base[@]}" "${keep[@]}" --set data.path="$work/syn8.h5" --set model.image_size=8 \
+  --set run.mode=distill --set teacher.checkpoint="$work/t5/checkpoint.h5"
+# A teacher whose header matches the data but whose weights have another shape.
+cp "$work/t5/checkpoint.h5" "$work/t5_relabel.h5"
+"$PYTHON" -c 'import h5py, sys; f = h5py.File(sys.argv[1], "r+"); f.attrs["model_classes"] = 4; f.close()' \
+  "$work/t5_relabel.h5"
+expect teacher_weight_shape 2 "'/model/head.weight' is float32 [5,32], but the model expects float" -- \
+  run2 "${base[@]}" "${keep[@]}" --set run.mode=distill --set teacher.checkpoint="$work/t5_relabel.h5"
 
 # Output directory that cannot be created (below a regular file; root ignores permissions).
 expect out_dir_unwritable 2 "is not writable" -- run2 "${base[@]}" --set run.out_dir="$work/syn.h5/sub"

@@ -52,7 +52,7 @@ TEST(Config, UnknownKeySuggestsTheNearest) {
 
 TEST(Config, WrongTypeNamesKeyAndType) {
   auto e = error_of("[data]\nbatch_size = \"64\"\n");
-  EXPECT_NE(e.find("'data.batch_size' must be a integer"), std::string::npos) << e;
+  EXPECT_NE(e.find("'data.batch_size' must be an integer"), std::string::npos) << e;
   EXPECT_NE(e.find("test.toml"), std::string::npos) << e;
 }
 
@@ -81,4 +81,31 @@ TEST(Config, EchoRoundTrips) {
   EXPECT_EQ(config_to_toml(c), config_to_toml(d));
   EXPECT_EQ(d.model_dim, 48);
   EXPECT_EQ(d.run_out_dir, "a b/c");
+}
+
+TEST(Config, BareWordOverrideMustBeUtf8) {
+  // Found by fuzz_config: a non-UTF-8 bare word made an echo that does not parse back.
+  auto e = error_of("", {"run.out_dir=caf\xe9"});
+  EXPECT_NE(e.find("not valid UTF-8"), std::string::npos) << e;
+  Config c = parse_config("", "t.toml", {"run.out_dir=r\xc3\xa9sultats dir"});
+  Config d = parse_config(config_to_toml(c), "echo.toml");
+  EXPECT_EQ(d.run_out_dir, "r\xc3\xa9sultats dir");
+}
+
+TEST(Config, SectionWrittenAsAValue) {
+  auto e = error_of("[[model]]\ndim = 3\n");
+  EXPECT_NE(e.find("top-level key 'model' must be a [section], got an array; write it as [model]"),
+            std::string::npos) << e;
+  e = error_of("optim = 3\n");
+  EXPECT_NE(e.find("write it as [optim]"), std::string::npos) << e;
+}
+
+TEST(Config, EchoKeepsEveryCharacterOfStrings) {
+  // Found by fuzz_config: a value starting with a newline lost it in the echo.
+  Config c = parse_config("[run]\nout_dir = \"q\\\"b\\\\s\\u0001\\t\"\n", "t.toml", {"data.path=\nx y"});
+  ASSERT_EQ(c.data_path, "\nx y");
+  Config d = parse_config(config_to_toml(c), "echo.toml");
+  EXPECT_EQ(d.data_path, "\nx y");
+  EXPECT_EQ(d.run_out_dir, "q\"b\\s\x01\t");
+  EXPECT_EQ(config_to_toml(c), config_to_toml(d));
 }

@@ -106,6 +106,57 @@ TEST(Dataset, ValidationNamesTheProblem) {
   EXPECT_NE(validation_error(p).find("cannot read dataset"), std::string::npos);
 }
 
+TEST(Dataset, LayoutErrorsReportedByHdf5AreUserErrors) {
+  // Each of these used to end the process through VK_CHECK (or, for a
+  // string array, write past a buffer); now it is one UserError naming the
+  // file and the object.
+  const std::string p = tmp_path("layout.h5");
+  DatasetSplit tr, te;
+  small_split(tr, 70000, 1, 2);
+  small_split(te, 3, 1, 2);
+  tr.labels[69999] = 7;  // in the second block of the bounded label check
+  write_dataset(p, tr, te, 1, 1, 1, {"a", "b"});
+  EXPECT_NE(validation_error(p).find("label 7 at /train/labels[69999]"), std::string::npos)
+      << validation_error(p);
+  small_split(tr, 30, 1, 2);
+  write_dataset(p, tr, te, 1, 1, 1, {"a", "b"});
+  EXPECT_EQ(validation_error(p), "");
+  auto edit = [&](auto&& fn) {
+    H5Obj f(H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    ASSERT_TRUE(f.valid());
+    fn(f.get());
+  };
+  edit([](hid_t f) { h5_attr_write(f, "format_version", std::string("1")); });
+  EXPECT_NE(validation_error(p).find(p + ": HDF5 attribute 'format_version' must be an integer"),
+            std::string::npos) << validation_error(p);
+  edit([](hid_t f) {
+    h5_attr_write(f, "format_version", kDatasetVersion);
+    h5_attr_write(f, "format", std::vector<std::string>{kDatasetFormat, "x"});
+  });
+  EXPECT_NE(validation_error(p).find("attribute 'format' must be a single string"), std::string::npos)
+      << validation_error(p);
+  edit([](hid_t f) {
+    h5_attr_write(f, "format", std::string(kDatasetFormat));
+    h5_attr_write(f, "class_names", std::string("a"));
+  });
+  EXPECT_NE(validation_error(p).find("'class_names' must be an array of variable-length strings"),
+            std::string::npos) << validation_error(p);
+  edit([](hid_t f) {
+    h5_attr_write(f, "class_names", std::vector<std::string>{"a", "b"});
+    h5_attr_write(f, "mean", std::string("x"));
+  });
+  EXPECT_NE(validation_error(p).find("'mean' must be an array of numbers"), std::string::npos)
+      << validation_error(p);
+  edit([](hid_t f) {
+    h5_attr_write(f, "mean", std::vector<double>{0.5});
+    ASSERT_GE(H5Ldelete(f, "/test/images", H5P_DEFAULT), 0);
+    h5_group(f, "/test/images");
+  });
+  EXPECT_NE(validation_error(p).find("'/test/images' is not a readable dataset (unable to open dataset"),
+            std::string::npos) << validation_error(p);
+  std::remove(p.c_str());
+}
+
 TEST(Loader, PermutationIsDeterministicPerEpoch) {
   auto a = epoch_permutation(1000, 7, 0), b = epoch_permutation(1000, 7, 0);
   auto c = epoch_permutation(1000, 7, 1);

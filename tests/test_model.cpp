@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+
 #include "model/vit.hpp"
 #include "util/torch_compat.hpp"
 
@@ -69,4 +72,21 @@ TEST(ViT, SamplesAreIndependent) {
   auto all = m->forward(x).logits;
   auto one = m->forward(x.narrow(0, 2, 1)).logits;
   EXPECT_LT((all.narrow(0, 2, 1) - one).abs().max().item<double>(), 1e-5);
+}
+
+TEST(ViT, DescribeIsSafeForCorruptSpecs) {
+  // A checkpoint's attributes may hold anything; describing them for the
+  // error message must not convert NaN to an integer or overflow (UBSan).
+  ModelSpec bad;
+  bad.mlp_ratio = std::nan("");
+  bad.classes = INT64_MIN;
+  EXPECT_FALSE(bad.countable());
+  EXPECT_EQ(bad.mlp_hidden(), -1);
+  const std::string d = bad.describe();
+  EXPECT_EQ(d.find("parameters"), std::string::npos) << d;
+  EXPECT_NE(d.find("mlp ratio nan"), std::string::npos) << d;
+  ModelSpec good;
+  EXPECT_TRUE(good.countable());
+  EXPECT_NE(good.describe().find(std::to_string(good.parameter_count()) + " parameters"),
+            std::string::npos);
 }

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 
 #include "config/config.hpp"
@@ -14,7 +16,6 @@
 #include "io/h5.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
-#include <cstring>
 
 namespace vitkd {
 
@@ -50,13 +51,19 @@ void check_split(hid_t f, const std::string& file, const std::string& split, Dat
                     " unlike the train split; both splits need the same H, W, C");
   }
   n_out = ii.dims[0];
-  std::vector<int32_t> labels;
-  h5_read(f, lab, labels);
-  for (size_t i = 0; i < labels.size(); ++i)
-    if (labels[i] < 0 || labels[i] >= m.num_classes)
-      throw UserError(file + ": label " + std::to_string(labels[i]) + " at " + lab + "[" +
-                      std::to_string(i) + "] is out of range [0, " +
-                      std::to_string(m.num_classes) + ") given by the class_names attribute");
+  // Range-check the labels block by block, so that memory stays bounded
+  // whatever size the file claims.
+  constexpr int64_t kBlock = 1 << 16;
+  std::vector<int32_t> labels(static_cast<size_t>(std::min(kBlock, n_out)));
+  for (int64_t b = 0; b < n_out; b += kBlock) {
+    const int64_t cnt = std::min(kBlock, n_out - b);
+    h5_read_slice(f, lab, b, cnt, labels.data());
+    for (int64_t j = 0; j < cnt; ++j)
+      if (labels[j] < 0 || labels[j] >= m.num_classes)
+        throw UserError(file + ": label " + std::to_string(labels[j]) + " at " + lab + "[" +
+                        std::to_string(b + j) + "] is out of range [0, " +
+                        std::to_string(m.num_classes) + ") given by the class_names attribute");
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <sstream>
 
 #include "util/error.hpp"
@@ -19,6 +20,28 @@ std::recursive_mutex& h5_mutex() {
 }
 
 void h5_silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+namespace {
+/// The name of the file that `loc` (a file, group, dataset or attribute) lives in.
+std::string file_of(hid_t loc) {
+  ssize_t n = H5Fget_name(loc, nullptr, 0);
+  if (n <= 0) return "HDF5 file";
+  std::string s(static_cast<size_t>(n) + 1, '\0');
+  H5Fget_name(loc, s.data(), s.size());
+  s.resize(static_cast<size_t>(n));
+  return s;
+}
+/// Checks an HDF5 call made while reading a file the user supplied. A failure
+/// there means the file does not hold what vitkd expects (wrong type, corrupt
+/// or truncated data), which the user can fix, so it is a UserError naming
+/// the file and the object rather than an internal failure that aborts.
+long long read_check(long long rc, hid_t loc, const std::string& what) {
+  if (rc >= 0) return rc;
+  const std::string err = h5_error_message();  // before any other HDF5 call clears the stack
+  throw UserError(file_of(loc) + ": cannot read " + what + ": " + err +
+                  " (corrupt, or not written by vitkd?); recreate the file");
+}
+}  // namespace
 
 H5Obj& H5Obj::operator=(H5Obj&& o) noexcept {
   if (this != &o) {
@@ -119,12 +142,19 @@ std::string H5DatasetInfo::describe() const {
 }
 
 H5DatasetInfo h5_dataset_info(hid_t file, const std::string& path) {
-  H5Obj d(VK_CHECK(H5, H5Dopen2(file, path.c_str(), H5P_DEFAULT)));
-  H5Obj s(VK_CHECK(H5, H5Dget_space(d)));
-  H5Obj t(VK_CHECK(H5, H5Dget_type(d)));
-  int nd = VK_CHECK(H5, H5Sget_simple_extent_ndims(s));
+  const std::string what = "dataset '" + path + "'";
+  hid_t did = H5Dopen2(file, path.c_str(), H5P_DEFAULT);
+  if (did < 0) {
+    const std::string err = h5_error_message();  // before H5Fget_name clears the stack
+    throw UserError(file_of(file) + ": '" + path + "' is not a readable dataset (" + err +
+                    "); recreate the file");
+  }
+  H5Obj d(did);
+  H5Obj s(read_check(H5Dget_space(d), d, what));
+  H5Obj t(read_check(H5Dget_type(d), d, what));
+  int nd = static_cast<int>(read_check(H5Sget_simple_extent_ndims(s), d, what));
   std::vector<hsize_t> dims(nd);
-  VK_CHECK(H5, H5Sget_simple_extent_dims(s, dims.data(), nullptr));
+  read_check(H5Sget_simple_extent_dims(s, dims.data(), nullptr), d, what);
   H5DatasetInfo info;
   info.dims.assign(dims.begin(), dims.end());
   info.type_class = H5Tget_class(t);
@@ -155,21 +185,44 @@ void h5_write(hid_t loc, const std::string& path, const T* data, const std::vect
 }
 
 template <class T> void h5_read(hid_t loc, const std::string& path, T* out, int64_t count) {
-  H5Obj d(VK_CHECK(H5, H5Dopen2(loc, path.c_str(), H5P_DEFAULT)));
-  H5Obj s(VK_CHECK(H5, H5Dget_space(d)));
-  int64_t n = VK_CHECK(H5, H5Sget_simple_extent_npoints(s));
+  const std::string what = "dataset '" + path + "'";
+  H5Obj d(read_check(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), loc, what));
+  H5Obj s(read_check(H5Dget_space(d), d, what));
+  int64_t n = read_check(H5Sget_simple_extent_npoints(s), d, what);
   if (n != count)
-    throw UserError("dataset '" + path + "' has " + std::to_string(n) + " elements, expected " +
-                    std::to_string(count));
-  if (n > 0) VK_CHECK(H5, H5Dread(d, h5_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out));
+    throw UserError(file_of(loc) + ": dataset '" + path + "' has " + std::to_string(n) +
+                    " elements, expected " + std::to_string(count));
+  if (n > 0) read_check(H5Dread(d, h5_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out), d, what);
 }
 
 template <class T> void h5_read(hid_t loc, const std::string& path, std::vector<T>& out) {
-  H5Obj d(VK_CHECK(H5, H5Dopen2(loc, path.c_str(), H5P_DEFAULT)));
-  H5Obj s(VK_CHECK(H5, H5Dget_space(d)));
-  int64_t n = VK_CHECK(H5, H5Sget_simple_extent_npoints(s));
+  const std::string what = "dataset '" + path + "'";
+  H5Obj d(read_check(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), loc, what));
+  H5Obj s(read_check(H5Dget_space(d), d, what));
+  int64_t n = read_check(H5Sget_simple_extent_npoints(s), d, what);
   out.resize(n);
-  if (n > 0) VK_CHECK(H5, H5Dread(d, h5_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()));
+  if (n > 0)
+    read_check(H5Dread(d, h5_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), d, what);
+}
+
+template <class T>
+void h5_read_slice(hid_t loc, const std::string& path, int64_t start, int64_t count, T* out) {
+  const std::string what = "dataset '" + path + "'";
+  H5Obj d(read_check(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), loc, what));
+  H5Obj fs(read_check(H5Dget_space(d), d, what));
+  if (read_check(H5Sget_simple_extent_ndims(fs), d, what) != 1)
+    throw UserError(file_of(loc) + ": dataset '" + path + "' must be one-dimensional");
+  hsize_t n = 0;
+  read_check(H5Sget_simple_extent_dims(fs, &n, nullptr), d, what);
+  if (start < 0 || count < 0 || static_cast<hsize_t>(start) > n ||
+      static_cast<hsize_t>(count) > n - static_cast<hsize_t>(start))
+    throw UserError(file_of(loc) + ": dataset '" + path + "' has " + std::to_string(n) +
+                    " elements, fewer than the " + std::to_string(start + count) + " expected");
+  if (count == 0) return;
+  hsize_t st = static_cast<hsize_t>(start), ct = static_cast<hsize_t>(count);
+  read_check(H5Sselect_hyperslab(fs, H5S_SELECT_SET, &st, nullptr, &ct, nullptr), d, what);
+  H5Obj ms(VK_CHECK(H5, H5Screate_simple(1, &ct, nullptr)));
+  read_check(H5Dread(d, h5_type<T>(), ms, fs, H5P_DEFAULT, out), d, what);
 }
 
 template <class T>
@@ -261,6 +314,7 @@ template <class T> void h5_read_slab(hid_t dset, int64_t first, int64_t count, T
   template void h5_write<T>(hid_t, const std::string&, const T*, const std::vector<int64_t>&); \
   template void h5_read<T>(hid_t, const std::string&, std::vector<T>&);                    \
   template void h5_read<T>(hid_t, const std::string&, T*, int64_t);                         \
+  template void h5_read_slice<T>(hid_t, const std::string&, int64_t, int64_t, T*);          \
   template void h5_read_rows<T>(hid_t, const std::vector<int64_t>&, int64_t, T*);
 VITKD_H5_INSTANTIATE(uint8_t)
 VITKD_H5_INSTANTIATE(uint16_t)
@@ -283,8 +337,23 @@ void write_simple_attr(hid_t loc, const std::string& name, hid_t type, const T* 
 }
 H5Obj open_attr(hid_t loc, const std::string& name) {
   if (H5Aexists(loc, name.c_str()) <= 0)
-    throw UserError("missing HDF5 attribute '" + name + "'");
-  return H5Obj(VK_CHECK(H5, H5Aopen(loc, name.c_str(), H5P_DEFAULT)));
+    throw UserError(file_of(loc) + ": missing HDF5 attribute '" + name + "'");
+  return H5Obj(read_check(H5Aopen(loc, name.c_str(), H5P_DEFAULT), loc, "attribute '" + name + "'"));
+}
+/// Element count of an attribute's dataspace (0 for a null dataspace).
+int64_t attr_points(hid_t a, const std::string& name) {
+  H5Obj s(read_check(H5Aget_space(a), a, "attribute '" + name + "'"));
+  return read_check(H5Sget_simple_extent_npoints(s), a, "attribute '" + name + "'");
+}
+/// Throws unless the attribute's element type is of one of the given classes.
+void need_class(hid_t a, const std::string& name, std::initializer_list<H5T_class_t> ok,
+                const char* expected) {
+  H5Obj t(read_check(H5Aget_type(a), a, "attribute '" + name + "'"));
+  const H5T_class_t c = H5Tget_class(t);
+  for (H5T_class_t k : ok)
+    if (c == k) return;
+  throw UserError(file_of(a) + ": HDF5 attribute '" + name + "' must be " + expected +
+                  "; recreate the file");
 }
 }  // namespace
 
@@ -329,66 +398,74 @@ bool h5_attr_exists(hid_t loc, const std::string& name) {
   return H5Aexists(loc, name.c_str()) > 0;
 }
 
+// Reading attributes of a user's file: a wrong type, shape or unreadable
+// value is a UserError naming the file and attribute (see read_check).
 std::string h5_attr_string(hid_t loc, const std::string& name) {
+  const std::string what = "attribute '" + name + "'";
   H5Obj a = open_attr(loc, name);
-  H5Obj ftype(VK_CHECK(H5, H5Aget_type(a)));
-  if (H5Tget_class(ftype) != H5T_STRING)
-    throw UserError("HDF5 attribute '" + name + "' is not a string");
+  H5Obj ftype(read_check(H5Aget_type(a), a, what));
+  if (H5Tget_class(ftype) != H5T_STRING || attr_points(a, name) != 1)
+    throw UserError(file_of(loc) + ": HDF5 attribute '" + name +
+                    "' must be a single string; recreate the file");
   if (H5Tis_variable_str(ftype) > 0) {
     H5Obj mtype(VK_CHECK(H5, H5Tcopy(H5T_C_S1)));
     VK_CHECK(H5, H5Tset_size(mtype, H5T_VARIABLE));
     char* p = nullptr;
-    VK_CHECK(H5, H5Aread(a, mtype, &p));
+    read_check(H5Aread(a, mtype, &p), a, what);
     std::string s = p ? p : "";
     H5free_memory(p);
     return s;
   }
   size_t n = H5Tget_size(ftype);
   std::string s(n, '\0');
-  VK_CHECK(H5, H5Aread(a, ftype, s.data()));
+  read_check(H5Aread(a, ftype, s.data()), a, what);
   s.resize(std::strlen(s.c_str()));
   return s;
 }
 
 int64_t h5_attr_int(hid_t loc, const std::string& name) {
+  const std::string what = "attribute '" + name + "'";
   H5Obj a = open_attr(loc, name);
-  H5Obj s(VK_CHECK(H5, H5Aget_space(a)));
-  if (H5Sget_simple_extent_npoints(s) != 1)
-    throw UserError("HDF5 attribute '" + name + "' must be a scalar");
+  need_class(a, name, {H5T_INTEGER}, "an integer");
+  if (attr_points(a, name) != 1)
+    throw UserError(file_of(loc) + ": HDF5 attribute '" + name + "' must be a scalar");
   int64_t v = 0;
-  VK_CHECK(H5, H5Aread(a, H5T_NATIVE_INT64, &v));
+  read_check(H5Aread(a, H5T_NATIVE_INT64, &v), a, what);
   return v;
 }
 
 double h5_attr_double(hid_t loc, const std::string& name) {
+  const std::string what = "attribute '" + name + "'";
   H5Obj a = open_attr(loc, name);
-  H5Obj s(VK_CHECK(H5, H5Aget_space(a)));
-  if (H5Sget_simple_extent_npoints(s) != 1)
-    throw UserError("HDF5 attribute '" + name + "' must be a scalar");
+  need_class(a, name, {H5T_FLOAT, H5T_INTEGER}, "a number");
+  if (attr_points(a, name) != 1)
+    throw UserError(file_of(loc) + ": HDF5 attribute '" + name + "' must be a scalar");
   double v = 0;
-  VK_CHECK(H5, H5Aread(a, H5T_NATIVE_DOUBLE, &v));
+  read_check(H5Aread(a, H5T_NATIVE_DOUBLE, &v), a, what);
   return v;
 }
 
 std::vector<double> h5_attr_doubles(hid_t loc, const std::string& name) {
+  const std::string what = "attribute '" + name + "'";
   H5Obj a = open_attr(loc, name);
-  H5Obj s(VK_CHECK(H5, H5Aget_space(a)));
-  std::vector<double> v(VK_CHECK(H5, H5Sget_simple_extent_npoints(s)));
-  if (!v.empty()) VK_CHECK(H5, H5Aread(a, H5T_NATIVE_DOUBLE, v.data()));
+  need_class(a, name, {H5T_FLOAT, H5T_INTEGER}, "an array of numbers");
+  std::vector<double> v(attr_points(a, name));
+  if (!v.empty()) read_check(H5Aread(a, H5T_NATIVE_DOUBLE, v.data()), a, what);
   return v;
 }
 
 std::vector<std::string> h5_attr_strings(hid_t loc, const std::string& name) {
+  const std::string what = "attribute '" + name + "'";
   H5Obj a = open_attr(loc, name);
-  H5Obj s(VK_CHECK(H5, H5Aget_space(a)));
-  H5Obj ftype(VK_CHECK(H5, H5Aget_type(a)));
+  H5Obj ftype(read_check(H5Aget_type(a), a, what));
   if (H5Tget_class(ftype) != H5T_STRING || H5Tis_variable_str(ftype) <= 0)
-    throw UserError("HDF5 attribute '" + name + "' must be an array of variable-length strings");
-  size_t n = VK_CHECK(H5, H5Sget_simple_extent_npoints(s));
+    throw UserError(file_of(loc) + ": HDF5 attribute '" + name +
+                    "' must be an array of variable-length strings; recreate the file");
+  size_t n = static_cast<size_t>(attr_points(a, name));
   std::vector<char*> ptrs(n, nullptr);
   H5Obj mtype(VK_CHECK(H5, H5Tcopy(H5T_C_S1)));
   VK_CHECK(H5, H5Tset_size(mtype, H5T_VARIABLE));
-  if (n) VK_CHECK(H5, H5Aread(a, mtype, ptrs.data()));
+  if (n) read_check(H5Aread(a, mtype, ptrs.data()), a, what);
   std::vector<std::string> out;
   for (auto* p : ptrs) {
     out.emplace_back(p ? p : "");

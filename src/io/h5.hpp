@@ -73,8 +73,14 @@ void h5_write(hid_t loc, const std::string& path, const std::vector<T>& v) {
   h5_write(loc, path, v.data(), {static_cast<int64_t>(v.size())});
 }
 /// Reads a whole dataset into `out` (resized); checks the element count.
+/// Like h5_dataset_info and the h5_attr_* readers, these read files the user
+/// supplied: a failure is a UserError naming the file and object, not an abort.
 template <class T> void h5_read(hid_t loc, const std::string& path, std::vector<T>& out);
 template <class T> void h5_read(hid_t loc, const std::string& path, T* out, int64_t count);
+/// Reads elements [start, start + count) of a one-dimensional dataset into
+/// `out` (memory bounded by `count` however large the dataset claims to be).
+template <class T>
+void h5_read_slice(hid_t loc, const std::string& path, int64_t start, int64_t count, T* out);
 
 /// Reads rows `rows` (sorted ascending) of a dataset whose first axis is the
 /// sample axis, into `out` (rows.size() * row_elems elements, in the order of

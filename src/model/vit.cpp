@@ -26,12 +26,22 @@ double ModelSpec::forward_flops() const {
   return f;
 }
 
+bool ModelSpec::countable() const {
+  auto in = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
+  return in(image_size, 1, 1 << 16) && in(channels, 1, 1 << 10) && in(patch, 1, 1 << 10) &&
+         in(dim, 1, 1 << 20) && in(depth, 1, 1 << 12) && in(classes, 1, 1 << 24) &&
+         in(mlp_hidden(), 0, 1 << 24);
+}
+
 std::string ModelSpec::describe() const {
   std::ostringstream o;
   o << "ViT(image " << image_size << "x" << image_size << "x" << channels << ", patch " << patch
-    << ", dim " << dim << ", depth " << depth << ", heads " << heads << ", mlp " << mlp_hidden()
-    << ", classes " << classes << (dist_token ? ", dist token" : "") << "; "
-    << parameter_count() << " parameters)";
+    << ", dim " << dim << ", depth " << depth << ", heads " << heads << ", mlp ";
+  if (mlp_hidden() >= 0) o << mlp_hidden();
+  else o << "ratio " << mlp_ratio;
+  o << ", classes " << classes << (dist_token ? ", dist token" : "");
+  if (countable()) o << "; " << parameter_count() << " parameters";
+  o << ")";
   return o.str();
 }
 

@@ -30,11 +30,20 @@ struct ModelSpec {
 
   int64_t num_patches() const { return (image_size / patch) * (image_size / patch); }
   int64_t tokens() const { return num_patches() + 1 + (dist_token ? 1 : 0); }
-  int64_t mlp_hidden() const { return static_cast<int64_t>(dim * mlp_ratio + 0.5); }
+  int64_t mlp_hidden() const {
+    // -1 when not representable (a corrupt checkpoint's NaN or huge ratio):
+    // converting such a double to an integer is undefined behaviour.
+    const double m = dim * mlp_ratio + 0.5;
+    return m >= 0 && m < 9.0e18 ? static_cast<int64_t>(m) : -1;
+  }
+  /// Every size within limits for which the counts below cannot overflow
+  /// (far beyond any real model). Specs read from files may not be.
+  bool countable() const;
   /// Parameter count (exact; equals the sum over named_parameters()).
   int64_t parameter_count() const;
   /// Forward multiply-add FLOPs per sample (2 per MAC, matmuls only).
   double forward_flops() const;
+  /// One line; safe for any field values (the counts only when countable()).
   std::string describe() const;
 };
 

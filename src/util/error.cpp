@@ -38,6 +38,11 @@ void die(int code, const std::string& msg, bool collective) {
   }
   std::fflush(stdout);
   std::fflush(stderr);
+#ifdef VITKD_FUZZING
+  // Fuzz targets (tests/fuzz): code under test must throw, never end the
+  // process; abort so that libFuzzer reports it and keeps the input.
+  std::abort();
+#endif
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
@@ -77,19 +82,28 @@ int check_MPI(int rc, const char* expr, const char* file, int line) {
   check_failed("MPI", expr, file, line, std::string(msg, len));
 }
 
-static herr_t walk_innermost(unsigned n, const H5E_error2_t* err, void* data) {
-  auto* out = static_cast<std::string*>(data);
-  if (n == 0 && err && err->desc) {
-    *out = err->desc;
-    if (err->func_name) *out += std::string(" (in ") + err->func_name + ")";
-  }
+namespace {
+// Collects the outermost (API) and innermost (where the error was detected)
+// entries of the HDF5 error stack.
+struct H5StackEnds {
+  std::string outer, inner;
+};
+herr_t walk_ends(unsigned n, const H5E_error2_t* err, void* data) {
+  auto* out = static_cast<H5StackEnds*>(data);
+  if (!err || !err->desc) return 0;
+  std::string e = std::string(err->desc) + (err->func_name ? std::string(" (in ") + err->func_name + ")" : "");
+  if (n == 0) out->outer = e;  // H5E_WALK_DOWNWARD starts at the API call
+  out->inner = e;              // ... and ends where the error was detected
   return 0;
 }
+}  // namespace
 
 std::string h5_error_message() {
-  std::string out;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_innermost, &out);
-  return out.empty() ? std::string("unknown HDF5 error") : out;
+  H5StackEnds ends;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_ends, &ends);
+  if (ends.outer.empty()) return "unknown HDF5 error";
+  if (ends.inner == ends.outer) return ends.outer;
+  return ends.outer + ": " + ends.inner;
 }
 
 long long check_H5(long long rc, const char* expr, const char* file, int line) {

@@ -66,7 +66,8 @@ long long check_H5(long long rc, const char* expr, const char* file, int line);
 bool check_FILE(bool ok, const char* expr, const char* file, int line);
 int check_ZLIB(int rc, const char* expr, const char* file, int line);
 
-/// The innermost message of the current HDF5 error stack ("" if none).
+/// The current HDF5 error stack in one line: the API call's message and the
+/// innermost one (where the error was detected); "unknown HDF5 error" if empty.
 std::string h5_error_message();
 
 }  // namespace vitkd
