@@ -31,16 +31,7 @@ void write_header(hid_t f, const CheckpointInfo& info) {
   h5_attr_write(f, "config", info.config);
   h5_attr_write(f, "test_top1", info.test_top1);
   h5_attr_write(f, "has_state", static_cast<int64_t>(info.has_state));
-  const ModelSpec& s = info.spec;
-  h5_attr_write(f, "model_image_size", s.image_size);
-  h5_attr_write(f, "model_channels", s.channels);
-  h5_attr_write(f, "model_patch", s.patch);
-  h5_attr_write(f, "model_dim", s.dim);
-  h5_attr_write(f, "model_depth", s.depth);
-  h5_attr_write(f, "model_heads", s.heads);
-  h5_attr_write(f, "model_mlp_ratio", s.mlp_ratio);
-  h5_attr_write(f, "model_classes", s.classes);
-  h5_attr_write(f, "model_dist_token", static_cast<int64_t>(s.dist_token));
+  write_model_spec_attrs(f, info.spec);
 }
 
 // Test-only fault injection (documented in README, "Testing"):
@@ -104,17 +95,33 @@ bool file_exists(const std::string& p) {
 
 }  // namespace
 
+void write_model_spec_attrs(hid_t f, const ModelSpec& s) {
+  h5_attr_write(f, "model_image_size", s.image_size);
+  h5_attr_write(f, "model_channels", s.channels);
+  h5_attr_write(f, "model_patch", s.patch);
+  h5_attr_write(f, "model_dim", s.dim);
+  h5_attr_write(f, "model_depth", s.depth);
+  h5_attr_write(f, "model_heads", s.heads);
+  h5_attr_write(f, "model_mlp_ratio", s.mlp_ratio);
+  h5_attr_write(f, "model_classes", s.classes);
+  h5_attr_write(f, "model_dist_token", static_cast<int64_t>(s.dist_token));
+}
+
+void write_model_weights(hid_t f, ViT& model) {
+  torch::NoGradGuard ng;
+  for (const auto& p : model->named_parameters()) {
+    auto t = p.value().detach().to(torch::kFloat32).contiguous();
+    h5_write(f, "/model/" + p.key(), t.data_ptr<float>(), t.sizes().vec());
+  }
+}
+
 void save_checkpoint(const std::string& path, ViT& model, const CheckpointInfo& info) {
   const std::string tmp = path + ".tmp";
   {
     H5Lock lock(h5_mutex());
     H5Obj f = h5_create(tmp);
     write_header(f, info);
-    torch::NoGradGuard ng;
-    for (const auto& p : model->named_parameters()) {
-      auto t = p.value().detach().to(torch::kFloat32).contiguous();
-      h5_write(f, "/model/" + p.key(), t.data_ptr<float>(), t.sizes().vec());
-    }
+    write_model_weights(f, model);
     f.close();
   }
   atomic_replace(path, tmp);

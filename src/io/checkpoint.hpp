@@ -34,6 +34,8 @@
 // (rename over the old link, so checkpoint.h5 is always a whole file), and
 // deletes step files beyond checkpoint.keep. A rank killed mid-write leaves
 // only a .tmp file behind; the previous checkpoint is untouched.
+#include <hdf5.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -83,6 +85,12 @@ struct OptimizerShard {
   float* v = nullptr;
   int64_t adam_steps = 0;
 };
+
+/// The model shape as root attributes model_image_size, ..., model_dist_token
+/// (shared by checkpoints and exports).
+void write_model_spec_attrs(hid_t file, const ModelSpec& s);
+/// /model/<parameter name> float32 datasets of `model` (one writer).
+void write_model_weights(hid_t file, ViT& model);
 
 /// Writes the model and `info` (weights only; call on one rank).
 void save_checkpoint(const std::string& path, ViT& model, const CheckpointInfo& info);

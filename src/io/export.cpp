@@ -120,20 +120,8 @@ int export_main(const std::vector<std::string>& args) {
         h5_attr_write(f, "format", std::string(kExportFormat));
         h5_attr_write(f, "format_version", kExportVersion);
         h5_attr_write(f, "vitkd_version", std::string(VITKD_VERSION));
-        h5_attr_write(f, "model_image_size", s.image_size);
-        h5_attr_write(f, "model_channels", s.channels);
-        h5_attr_write(f, "model_patch", s.patch);
-        h5_attr_write(f, "model_dim", s.dim);
-        h5_attr_write(f, "model_depth", s.depth);
-        h5_attr_write(f, "model_heads", s.heads);
-        h5_attr_write(f, "model_mlp_ratio", s.mlp_ratio);
-        h5_attr_write(f, "model_classes", s.classes);
-        h5_attr_write(f, "model_dist_token", static_cast<int64_t>(s.dist_token));
-        torch::NoGradGuard ng;
-        for (const auto& p : model->named_parameters()) {
-          auto t = p.value().detach().to(torch::kFloat32).contiguous();
-          h5_write(f, "/model/" + p.key(), t.data_ptr<float>(), t.sizes().vec());
-        }
+        write_model_spec_attrs(f, s);
+        write_model_weights(f, model);
         f.close();
       }
       atomic_replace(path, tmp);
