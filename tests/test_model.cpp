@@ -74,6 +74,52 @@ TEST(ViT, SamplesAreIndependent) {
   EXPECT_LT((all.narrow(0, 2, 1) - one).abs().max().item<double>(), 1e-5);
 }
 
+TEST(ViT, HeadTokenLastBlockEqualsFullLastBlock) {
+  // ViT::forward runs its last block on the head tokens only; the logits and
+  // every parameter's gradient must equal those of the full block (fp32).
+  for (bool dist : {false, true}) {
+    ModelSpec s;
+    s.image_size = 8;
+    s.patch = 2;
+    s.dim = 24;
+    s.depth = 2;
+    s.heads = 3;
+    s.dist_token = dist;
+    torch::manual_seed(3);
+    ViT m(s);
+    {  // non-zero tokens and biases, so that every path carries signal
+      torch::NoGradGuard ng;
+      for (auto& p : m->parameters()) p.add_(torch::randn_like(p) * 0.05);
+    }
+    auto x = torch::randn({5, 1, 8, 8});
+    auto y = torch::tensor({0, 3, 9, 1, 2}, torch::kLong);
+    std::vector<torch::Tensor> logits, grads;
+    for (bool all : {false, true}) {
+      m->zero_grad();
+      ViTOutput out = m->forward(x, all);
+      auto loss = torch::cross_entropy_loss(out.prediction(), y);
+      loss.backward();
+      logits.push_back(out.prediction().detach());
+      std::vector<torch::Tensor> g;
+      for (auto& p : m->parameters()) g.push_back(p.grad().flatten().clone());
+      grads.push_back(torch::cat(g));
+    }
+    EXPECT_LT((logits[0] - logits[1]).abs().max().item<double>(), 1e-5) << "dist " << dist;
+    EXPECT_GT(grads[1].abs().max().item<double>(), 1e-3);
+    EXPECT_LT((grads[0] - grads[1]).abs().max().item<double>(),
+              1e-5 * grads[1].abs().max().item<double>()) << "dist " << dist;
+  }
+}
+
+TEST(ViT, ForwardFlopsCountTheShortLastBlock) {
+  // Hand count for D=192, depth 6, M=768, T=50 (28x28, patch 4), K=10, one head token.
+  ModelSpec s;
+  const double D = 192, M = 768, T = 50, N = 49, P = 16, K = 10;
+  const double full_block = 2 * T * D * 3 * D + 4 * T * T * D + 2 * T * D * D + 4 * T * D * M;
+  const double last_block = 2 * T * D * 2 * D + 2 * D * D + 4 * T * D + 2 * D * D + 4 * D * M;
+  EXPECT_DOUBLE_EQ(s.forward_flops(), 2 * N * P * D + 5 * full_block + last_block + 2 * D * K);
+}
+
 TEST(ViT, DescribeIsSafeForCorruptSpecs) {
   // A checkpoint's attributes may hold anything; describing them for the
   // error message must not convert NaN to an integer or overflow (UBSan).

@@ -16,12 +16,16 @@ int64_t ModelSpec::parameter_count() const {
 
 double ModelSpec::forward_flops() const {
   const double D = dim, M = mlp_hidden(), T = tokens(), N = num_patches();
-  const double P = channels * patch * patch, K = classes;
+  const double P = channels * patch * patch, K = classes, Q = head_tokens();
   double f = 2 * N * P * D;                      // patch embedding
-  f += depth * (2 * T * D * 3 * D                // qkv
-                + 2 * 2 * T * T * D              // q k^T and attn v
-                + 2 * T * D * D                  // proj
-                + 2 * 2 * T * D * M);            // fc1 + fc2
+  f += (depth - 1) * (2 * T * D * 3 * D          // qkv
+                      + 2 * 2 * T * T * D        // q k^T and attn v
+                      + 2 * T * D * D            // proj
+                      + 2 * 2 * T * D * M);      // fc1 + fc2
+  // The last block runs its queries, proj and MLP on the Q head tokens only.
+  f += 2 * T * D * 2 * D + 2 * Q * D * D         // k, v for all tokens; q
+       + 2 * 2 * Q * T * D                       // q k^T and attn v
+       + 2 * Q * D * D + 2 * 2 * Q * D * M;      // proj, fc1 + fc2
   f += 2 * D * K * (dist_token ? 2 : 1);         // heads
   return f;
 }
@@ -68,12 +72,29 @@ AttentionImpl::AttentionImpl(int64_t dim, int64_t heads_)
   proj = register_module("proj", torch::nn::Linear(dim, dim));
 }
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
   const int64_t B = x.size(0), T = x.size(1), D = x.size(2), hd = D / heads;
-  auto qkv_ = qkv(x).reshape({B, T, 3, heads, hd}).permute({2, 0, 3, 1, 4});  // [3,B,H,T,hd]
-  auto q = qkv_[0], k = qkv_[1], v = qkv_[2];
-  auto attn = torch::matmul(q * scale, k.transpose(-2, -1)).softmax(-1);     // [B,H,T,T]
-  auto out = torch::matmul(attn, v).transpose(1, 2).reshape({B, T, D});
+  torch::Tensor q, k, v;
+  int64_t Q = T;
+  if (queries > 0 && queries < T) {
+    // Rows [0, D) of the qkv weight make the queries, rows [D, 3D) keys and values:
+    // slices of the same parameter, so its gradient lands where the full path puts it.
+    Q = queries;
+    auto w = qkv->weight, b = qkv->bias;
+    q = torch::linear(x.narrow(1, 0, Q), w.narrow(0, 0, D), b.narrow(0, 0, D))
+            .reshape({B, Q, heads, hd}).transpose(1, 2);                      // [B,H,Q,hd]
+    auto kv = torch::linear(x, w.narrow(0, D, 2 * D), b.narrow(0, D, 2 * D))
+                  .reshape({B, T, 2, heads, hd}).permute({2, 0, 3, 1, 4});    // [2,B,H,T,hd]
+    k = kv[0];
+    v = kv[1];
+  } else {
+    auto qkv_ = qkv(x).reshape({B, T, 3, heads, hd}).permute({2, 0, 3, 1, 4});  // [3,B,H,T,hd]
+    q = qkv_[0];
+    k = qkv_[1];
+    v = qkv_[2];
+  }
+  auto attn = torch::matmul(q * scale, k.transpose(-2, -1)).softmax(-1);       // [B,H,Q,T]
+  auto out = torch::matmul(attn, v).transpose(1, 2).reshape({B, Q, D});
   return proj(out);
 }
 
@@ -93,8 +114,8 @@ BlockImpl::BlockImpl(int64_t dim, int64_t heads, int64_t hidden) {
   mlp = register_module("mlp", Mlp(dim, hidden));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
-  auto h = x + attn(norm1(x));
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, int64_t queries) {
+  auto h = (queries > 0 ? x.narrow(1, 0, queries) : x) + attn(norm1(x), queries);
   return h + mlp(norm2(h));
 }
 
@@ -127,14 +148,18 @@ void ViTImpl::reset_parameters() {
   }
 }
 
-ViTOutput ViTImpl::forward(const torch::Tensor& images) {
+ViTOutput ViTImpl::forward(const torch::Tensor& images, bool all_tokens) {
   const int64_t B = images.size(0);
   auto x = patch_embed(images);  // [B,N,D]
   std::vector<torch::Tensor> toks{cls_token.expand({B, -1, -1})};
   if (spec.dist_token) toks.push_back(dist_token.expand({B, -1, -1}));
   toks.push_back(x);
   x = torch::cat(toks, 1) + pos_embed;
-  for (auto& blk : *blocks) x = blk->as<Block>()->forward(x);
+  // Only the head tokens' outputs of the last block reach the heads, so the last
+  // block computes just those (keys and values still come from every token).
+  const int64_t last = static_cast<int64_t>(blocks->size()) - 1;
+  for (int64_t i = 0; i <= last; ++i)
+    x = blocks[i]->as<Block>()->forward(x, i == last && !all_tokens ? spec.head_tokens() : 0);
   x = norm(x);
   ViTOutput out;
   out.logits = head(x.select(1, 0));

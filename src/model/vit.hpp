@@ -30,6 +30,8 @@ struct ModelSpec {
 
   int64_t num_patches() const { return (image_size / patch) * (image_size / patch); }
   int64_t tokens() const { return num_patches() + 1 + (dist_token ? 1 : 0); }
+  /// Tokens the heads read: the class token (and the distillation token).
+  int64_t head_tokens() const { return dist_token ? 2 : 1; }
   int64_t mlp_hidden() const {
     // -1 when not representable (a corrupt checkpoint's NaN or huge ratio):
     // converting such a double to an integer is undefined behaviour.
@@ -41,7 +43,8 @@ struct ModelSpec {
   bool countable() const;
   /// Parameter count (exact; equals the sum over named_parameters()).
   int64_t parameter_count() const;
-  /// Forward multiply-add FLOPs per sample (2 per MAC, matmuls only).
+  /// Forward multiply-add FLOPs per sample (2 per MAC, matmuls only) as
+  /// ViT::forward computes them: the last block on the head tokens only.
   double forward_flops() const;
   /// One line; safe for any field values (the counts only when countable()).
   std::string describe() const;
@@ -65,7 +68,9 @@ TORCH_MODULE(PatchEmbed);
 
 struct AttentionImpl : torch::nn::Module {
   AttentionImpl(int64_t dim, int64_t heads);
-  torch::Tensor forward(const torch::Tensor& x);  ///< [B,T,D] -> [B,T,D]
+  /// [B,T,D] -> [B,T,D]; with queries = Q > 0, only the first Q tokens attend
+  /// (to all T) and the result is [B,Q,D].
+  torch::Tensor forward(const torch::Tensor& x, int64_t queries = 0);
   int64_t heads;
   double scale;
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
@@ -81,7 +86,9 @@ TORCH_MODULE(Mlp);
 
 struct BlockImpl : torch::nn::Module {
   BlockImpl(int64_t dim, int64_t heads, int64_t hidden);
-  torch::Tensor forward(const torch::Tensor& x);  ///< pre-norm residual block
+  /// Pre-norm residual block, [B,T,D] -> [B,T,D], or [B,Q,D] for the first
+  /// queries = Q > 0 tokens only (see AttentionImpl::forward).
+  torch::Tensor forward(const torch::Tensor& x, int64_t queries = 0);
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   Attention attn{nullptr};
   Mlp mlp{nullptr};
@@ -90,7 +97,10 @@ TORCH_MODULE(Block);
 
 struct ViTImpl : torch::nn::Module {
   explicit ViTImpl(const ModelSpec& spec);
-  ViTOutput forward(const torch::Tensor& images);  ///< images [B,C,H,W] float
+  /// images [B,C,H,W] float. The last block runs only the head tokens' rows;
+  /// all_tokens = true runs it on every token (the same logits, more work; the
+  /// reference the tests compare the short path with).
+  ViTOutput forward(const torch::Tensor& images, bool all_tokens = false);
   /// Normal(0, 0.02) weights clipped to +-2 sigma, zero biases, unit norms; deterministic
   /// given torch's global generator.
   void reset_parameters();
