@@ -28,7 +28,7 @@ const char* kUsage =
     "  prepare folder DIR --out FILE.h5 --size S [--test-fraction F --seed N --channels 1|3]\n"
     "                                                     one subfolder of PNG/JPEG files per class\n"
     "  export CHECKPOINT.h5 --out DIR [--data FILE.h5]    the student for PyTorch (weights, loader, reference logits)\n"
-    "  bench gemm|comm [...]                              measure matrix-product and communication rates\n"
+    "  bench gemm|ops|comm [...]                          measure matrix-product, GELU and communication rates\n"
     "  inspect FILE.h5                                    summarise a dataset, checkpoint or timing log\n"
     "  keys                                               list every configuration key and default\n"
     "  version\n"

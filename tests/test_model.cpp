@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "model/gelu.hpp"
 #include "model/vit.hpp"
 #include "util/torch_compat.hpp"
 
@@ -118,6 +119,64 @@ TEST(ViT, ForwardFlopsCountTheShortLastBlock) {
   const double full_block = 2 * T * D * 3 * D + 4 * T * T * D + 2 * T * D * D + 4 * T * D * M;
   const double last_block = 2 * T * D * 2 * D + 2 * D * D + 4 * T * D + 2 * D * D + 4 * D * M;
   EXPECT_DOUBLE_EQ(s.forward_flops(), 2 * N * P * D + 5 * full_block + last_block + 2 * D * K);
+}
+
+// GELU and its derivative in double precision: the reference for vitkd::gelu.
+static double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+static double gelu_grad_ref(double x) {
+  return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+}
+
+TEST(Gelu, KernelsMatchDoublePrecisionReference) {
+  std::vector<float> x;
+  for (double v = -12.0; v <= 12.0; v += 1.0 / 1024) x.push_back(static_cast<float>(v));
+  for (float v : {1e-30f, -1e-30f, 0.0f, -0.0f, 80.0f, -80.0f, 1e4f, -1e4f}) x.push_back(v);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> y(n), dy(n, 1.0f), dx(n);
+  gelu_kernel::forward(x.data(), y.data(), n);
+  gelu_kernel::backward(dy.data(), x.data(), dx.data(), n);
+  double worst_y = 0, worst_dx = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double scale = std::max(1.0, std::fabs(static_cast<double>(x[i])));
+    worst_y = std::max(worst_y, std::fabs(y[i] - gelu_ref(x[i])) / scale);
+    worst_dx = std::max(worst_dx, std::fabs(dx[i] - gelu_grad_ref(x[i])) / scale);
+  }
+  EXPECT_LT(worst_y, 1e-6);
+  EXPECT_LT(worst_dx, 1e-6);
+  float nan = std::nanf(""), out = 0;
+  gelu_kernel::forward(&nan, &out, 1);
+  EXPECT_TRUE(std::isnan(out));
+}
+
+TEST(Gelu, OpMatchesTorchGeluInFp32AndBf16WithGradients) {
+  torch::manual_seed(5);
+  auto base = torch::randn({7, 33, 101}) * 3;  // odd sizes: chunk and vector tails
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    auto a = base.to(dtype).detach().requires_grad_(true);
+    auto b = base.to(dtype).detach().requires_grad_(true);
+    auto ya = vitkd::gelu(a), yb = torch::gelu(b);
+    ASSERT_EQ(ya.scalar_type(), dtype);
+    auto g = torch::randn_like(base).to(dtype);
+    ya.backward(g);
+    yb.backward(g);
+    // fp32: both within 1e-6 of the truth; bf16: both round a fp32 value, so
+    // they differ by at most one bf16 step (2^-8 relative) where the fp32
+    // values straddle a rounding boundary.
+    const double tol = dtype == torch::kFloat32 ? 2e-6 : 1.0 / 128;
+    auto rel = [&](const torch::Tensor& u, const torch::Tensor& v) {
+      auto d = (u.to(torch::kFloat64) - v.to(torch::kFloat64)).abs();
+      return (d / v.to(torch::kFloat64).abs().clamp_min(1.0)).max().item<double>();
+    };
+    EXPECT_LT(rel(ya, yb), tol) << dtype;
+    EXPECT_LT(rel(a.grad(), b.grad()), tol) << dtype;
+  }
+  // Without autograd (teacher, evaluation) it is the same function.
+  torch::NoGradGuard ng;
+  EXPECT_TRUE(torch::equal(vitkd::gelu(base), vitkd::gelu(base.clone())));
+  EXPECT_LT((vitkd::gelu(base) - torch::gelu(base)).abs().max().item<double>(), 2e-5);
+  // Non-contiguous input.
+  auto t = base.transpose(0, 2);
+  EXPECT_LT((vitkd::gelu(t) - torch::gelu(t)).abs().max().item<double>(), 2e-5);
 }
 
 TEST(ViT, DescribeIsSafeForCorruptSpecs) {

@@ -10,6 +10,7 @@
 #include "dist/comm.hpp"
 #include "dist/world.hpp"
 #include "io/json.hpp"
+#include "model/gelu.hpp"
 #include "train/timing.hpp"
 #include "util/error.hpp"
 
@@ -63,6 +64,56 @@ int bench_gemm(const std::map<std::string, std::string>& f) {
   return kExitOk;
 }
 
+// Milliseconds per call of fn, repeated for about `seconds` after one warm-up call.
+template <class Fn>
+double ms_per_call(Fn&& fn, double seconds) {
+  fn();
+  int64_t iters = 0;
+  const auto t0 = Clock::now();
+  double dt = 0;
+  do {
+    fn();
+    ++iters;
+    dt = seconds_since(t0);
+  } while (dt < seconds);
+  return dt / iters * 1e3;
+}
+
+// vitkd's GELU against torch::gelu, forward and backward, at the MLP
+// activation shapes of the Fashion-MNIST models, next to the fc1 product that
+// feeds it (the performance log's evidence for src/model/gelu.cpp).
+int bench_ops(const std::map<std::string, std::string>& f) {
+  torch::set_num_threads(static_cast<int>(flag(f, "threads", 1)));
+  const double secs = flag(f, "millis", 500) / 1000.0;
+  struct Shape { const char* what; int64_t rows, dim, hidden; };
+  const std::vector<Shape> shapes = {{"teacher [3200, 768]", 3200, 192, 768},
+                                     {"student [3200, 384]", 3200, 96, 384}};
+  log0("%-22s %-6s %10s %10s %10s %10s %10s\n", "activation", "dtype", "fc1 ms", "torch fwd",
+       "vitkd fwd", "torch bwd", "vitkd bwd");
+  for (const auto& s : shapes) {
+    for (auto dtype : {torch::kBFloat16, torch::kFloat32}) {
+      torch::NoGradGuard ng;
+      auto x = torch::randn({s.rows, s.dim}).to(dtype), w = torch::randn({s.hidden, s.dim}).to(dtype);
+      auto h = torch::linear(x, w), g = torch::randn_like(h);
+      const double fc1 = ms_per_call([&] { torch::linear(x, w); }, secs);
+      const double tf = ms_per_call([&] { torch::gelu(h); }, secs);
+      const double vf = ms_per_call([&] { vitkd::gelu(h); }, secs);
+      const double tb = ms_per_call([&] { torch::gelu_backward(g, h); }, secs);
+      auto hv = h.detach().requires_grad_(true);
+      const double vb = ms_per_call(
+          [&] {
+            torch::AutoGradMode on(true);
+            auto y = vitkd::gelu(hv);
+            torch::autograd::grad({y}, {hv}, {g});
+          },
+          secs) - vf;
+      log0("%-22s %-6s %10.2f %10.2f %10.2f %10.2f %10.2f\n", s.what,
+           dtype == torch::kBFloat16 ? "bf16" : "fp32", fc1, tf, vf, tb, vb);
+    }
+  }
+  return kExitOk;
+}
+
 int bench_comm(const std::map<std::string, std::string>& f) {
   const int64_t n = flag(f, "elements", 2684576);  // the teacher's parameter count
   const int64_t iters = flag(f, "iters", 20);
@@ -112,6 +163,7 @@ double measure_gemm_bf16_flops(double seconds) {
 int bench_main(const std::vector<std::string>& args) {
   const char* usage =
       "usage: vitkd bench gemm [--threads T --millis MS --out FILE.json]\n"
+      "       vitkd bench ops [--threads T --millis MS]   (GELU: torch vs vitkd)\n"
       "       vitkd bench comm [--elements N --iters K]   (under mpirun)";
   if (args.empty()) throw UserError(std::string("bench: what to measure?\n") + usage);
   std::map<std::string, std::string> f;
@@ -122,7 +174,8 @@ int bench_main(const std::vector<std::string>& args) {
   }
   if (args[0] == "gemm") return bench_gemm(f);
   if (args[0] == "comm") return bench_comm(f);
-  throw UserError("bench: unknown benchmark '" + args[0] + "'; expected 'gemm' or 'comm'\n" + usage);
+  if (args[0] == "ops") return bench_ops(f);
+  throw UserError("bench: unknown benchmark '" + args[0] + "'; expected 'gemm', 'ops' or 'comm'\n" + usage);
 }
 
 }  // namespace vitkd

@@ -2,6 +2,7 @@
 // `vitkd bench ...`: measurements of this machine's ceilings.
 //   bench gemm  bf16 and fp32 matrix-product rates (FLOP/s per core) through
 //               LibTorch, at the Fashion-MNIST models' shapes and a large square
+//   bench ops   vitkd's GELU kernels against torch::gelu (forward, backward)
 //   bench comm  reduce-scatter of a gradient buffer with fp32 and bf16 on the
 //               wire, and the all-gather, over the MPI ranks
 #include <string>

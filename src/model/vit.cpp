@@ -1,5 +1,7 @@
 #include "model/vit.hpp"
 
+#include "model/gelu.hpp"
+
 #include <sstream>
 
 namespace vitkd {
@@ -104,7 +106,7 @@ MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return fc2(torch::gelu(fc1(x)));
+  return fc2(vitkd::gelu(fc1(x)));
 }
 
 BlockImpl::BlockImpl(int64_t dim, int64_t heads, int64_t hidden) {

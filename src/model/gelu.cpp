@@ -1,0 +1,182 @@
+#include "model/gelu.hpp"
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+
+// One binary for every x86-64 node: GCC compiles the kernels for AVX-512,
+// AVX2 and baseline and picks one at load time.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__)
+#define VITKD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VITKD_CLONES
+#endif
+
+namespace vitkd {
+namespace {
+
+// erf(z) ~ z P(z^2) / Q(z^2) for 0 <= z <= 4, a (5, 5) rational fit of our own
+// (iteratively reweighted least squares on [0, 4]); max error 3.3e-8 in double.
+// Beyond 4, erf(z) = 1 to within 1.6e-8.
+constexpr float kP0 = 1.1283790510966971f, kP1 = 0.19365658035856143f,
+                kP2 = 0.05313367937115182f, kP3 = 0.0038950662523679017f,
+                kP4 = 0.00028602284420731097f, kP5 = 2.000066783670094e-06f;
+constexpr float kQ1 = 0.5049555395379354f, kQ2 = 0.11541278021326197f,
+                kQ3 = 0.015226651616916737f, kQ4 = 0.0011908288515104855f,
+                kQ5 = 3.763748388901871e-05f;
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+/// Phi(x) = (1 + erf(x / sqrt 2)) / 2. Branch-free, so the loops vectorise.
+inline float normal_cdf(float x) {
+  const float z = x * kInvSqrt2;
+  const float a = std::min(std::fabs(z), 4.0f);
+  const float a2 = a * a;
+  const float p = ((((kP5 * a2 + kP4) * a2 + kP3) * a2 + kP2) * a2 + kP1) * a2 + kP0;
+  const float q = ((((kQ5 * a2 + kQ4) * a2 + kQ3) * a2 + kQ2) * a2 + kQ1) * a2 + 1.0f;
+  const float e = a * p / q;
+  return 0.5f + 0.5f * std::copysign(e, z);
+}
+
+/// exp(-x^2 / 2): 2^n e^r with n = round(t / ln 2), |r| <= ln2 / 2, e^r by its
+/// Taylor polynomial to r^6 (relative error below 2e-7); t is clamped at -87
+/// so that 2^n stays a normal float.
+inline float exp_neg_half_square(float x) {
+  const float t = std::max(-0.5f * x * x, -87.0f);
+  const float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693145751953125f,
+              kLn2Lo = 1.42860682030941723e-6f, kRound = 12582912.0f;  // 1.5 * 2^23
+  const float n = (t * kLog2e + kRound) - kRound;  // round to nearest
+  const float r = (t - n * kLn2Hi) - n * kLn2Lo;
+  const float er =
+      1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return er * scale;
+}
+
+// bf16 <-> fp32 without branches (util/bf16.hpp's version returns early for
+// NaN, which keeps GCC from vectorising the loops): round to nearest even,
+// NaN stays NaN.
+inline float widen(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t narrow(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+inline float gelu_grad(float x) { return normal_cdf(x) + x * kInvSqrt2Pi * exp_neg_half_square(x); }
+
+constexpr int64_t kChunk = 512;  // values converted to fp32 at a time (2 KiB per array)
+
+VITKD_CLONES void forward_f32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * normal_cdf(x[i]);
+}
+
+VITKD_CLONES void backward_f32(const float* dy, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * gelu_grad(x[i]);
+}
+
+// bf16: widen a chunk to fp32, run the fp32 kernel on it, narrow it back;
+// three simple loops that GCC vectorises separately.
+VITKD_CLONES void forward_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
+  float xf[kChunk], yf[kChunk];
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t m = std::min(kChunk, n - b);
+    for (int64_t i = 0; i < m; ++i) xf[i] = widen(x[b + i]);
+    for (int64_t i = 0; i < m; ++i) yf[i] = xf[i] * normal_cdf(xf[i]);
+    for (int64_t i = 0; i < m; ++i) y[b + i] = narrow(yf[i]);
+  }
+}
+
+VITKD_CLONES void backward_bf16(const uint16_t* dy, const uint16_t* x, uint16_t* dx, int64_t n) {
+  float xf[kChunk], gf[kChunk];
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t m = std::min(kChunk, n - b);
+    for (int64_t i = 0; i < m; ++i) xf[i] = widen(x[b + i]);
+    for (int64_t i = 0; i < m; ++i) gf[i] = widen(dy[b + i]);
+    for (int64_t i = 0; i < m; ++i) gf[i] *= gelu_grad(xf[i]);
+    for (int64_t i = 0; i < m; ++i) dx[b + i] = narrow(gf[i]);
+  }
+}
+
+constexpr int64_t kGrain = 32768;  // values per thread task
+
+bool supported(const at::Tensor& t) {
+  return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16;
+}
+
+at::Tensor run_forward(const at::Tensor& x_) {
+  auto x = x_.contiguous();
+  auto y = at::empty_like(x, at::MemoryFormat::Contiguous);
+  const int64_t n = x.numel();
+  if (x.scalar_type() == at::kFloat) {
+    const float* xp = x.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    at::parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) { forward_f32(xp + b, yp + b, e - b); });
+  } else {
+    auto xp = reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
+    auto yp = reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>());
+    at::parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) { forward_bf16(xp + b, yp + b, e - b); });
+  }
+  return y;
+}
+
+at::Tensor run_backward(const at::Tensor& dy_, const at::Tensor& x) {
+  auto dy = dy_.to(x.scalar_type()).contiguous();
+  auto dx = at::empty_like(x, at::MemoryFormat::Contiguous);
+  const int64_t n = x.numel();
+  if (x.scalar_type() == at::kFloat) {
+    const float *gp = dy.data_ptr<float>(), *xp = x.data_ptr<float>();
+    float* dp = dx.data_ptr<float>();
+    at::parallel_for(0, n, kGrain,
+                     [&](int64_t b, int64_t e) { backward_f32(gp + b, xp + b, dp + b, e - b); });
+  } else {
+    auto gp = reinterpret_cast<const uint16_t*>(dy.data_ptr<at::BFloat16>());
+    auto xp = reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
+    auto dp = reinterpret_cast<uint16_t*>(dx.data_ptr<at::BFloat16>());
+    at::parallel_for(0, n, kGrain,
+                     [&](int64_t b, int64_t e) { backward_bf16(gp + b, xp + b, dp + b, e - b); });
+  }
+  return dx;
+}
+
+struct GeluFunction : torch::autograd::Function<GeluFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
+    auto xc = x.contiguous();
+    ctx->save_for_backward({xc});
+    return run_forward(xc);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    return {run_backward(grad[0], saved[0])};
+  }
+};
+
+}  // namespace
+
+at::Tensor gelu(const at::Tensor& x) {
+  if (!supported(x) || !x.device().is_cpu()) return torch::gelu(x);
+  if (!x.requires_grad() || !torch::GradMode::is_enabled()) return run_forward(x);
+  return GeluFunction::apply(x);
+}
+
+namespace gelu_kernel {
+void forward(const float* x, float* y, int64_t n) { forward_f32(x, y, n); }
+void backward(const float* dy, const float* x, float* dx, int64_t n) { backward_f32(dy, x, dx, n); }
+}  // namespace gelu_kernel
+
+}  // namespace vitkd
