@@ -2,6 +2,8 @@
 # Side-by-side throughput of vitkd configurations, run alternately on the same
 # machine (these machines are noisy: compare medians of alternating runs).
 #   jobs/bench/compare.sh CONFIG.toml REPEATS "label A|--set ... " "label B|--set ..." [...]
+# A variant may start with bin=PATH to run another vitkd binary (an older
+# build, for before/after measurements): "before|bin=../base/build/vitkd --set ...".
 # Each variant runs REPEATS times, interleaved A B A B ...; prints each run's
 # images/s (samples trained per second, evaluation excluded) and the medians,
 # and the ratio of every variant to the first.
@@ -17,8 +19,10 @@ for v in "$@"; do labels+=("${v%%|*}"); sets+=("${v#*|}"); done
 for ((r = 0; r < repeats; r++)); do
   for i in "${!labels[@]}"; do
     dir="$out/v${i}_r${r}"
+    bin=build/vitkd args=${sets[$i]}
+    if [[ $args == bin=* ]]; then bin=${args%% *}; bin=${bin#bin=}; args=${args#bin=* }; [[ $args == bin=* ]] && args=""; fi
     # shellcheck disable=SC2086
-    mpirun -n "$NP" build/vitkd train "$config" --set run.out_dir="$dir" --set checkpoint.resume=never ${sets[$i]} >"$dir.log" 2>&1 \
+    mpirun -n "$NP" "$bin" train "$config" --set run.out_dir="$dir" --set checkpoint.resume=never $args >"$dir.log" 2>&1 \
       || { echo "run failed: ${labels[$i]} (see $dir.log)"; exit 1; }
     ips=$(/usr/bin/python3 -c "import json;print(round(json.load(open('$dir/result.json'))['images_per_second'],1))")
     echo "repeat $r  ${labels[$i]}: $ips img/s"

@@ -62,6 +62,16 @@ class CheckpointTeacher : public Teacher {
     load_checkpoint_weights(path, model_);
     model_->eval();
     for (auto& p : model_->parameters()) p.set_requires_grad(false);
+    // The teacher is frozen: cast its matrix weights to bf16 once, instead of
+    // autocast casting all of them again in every forward pass. The values are
+    // the ones autocast would produce; norms, tokens and the position
+    // embedding stay fp32 as autocast keeps them.
+    if (bf16_)
+      for (auto& m : model_->modules(/*include_self=*/false))
+        if (auto* lin = m->as<torch::nn::Linear>()) {
+          lin->weight.set_data(lin->weight.to(torch::kBFloat16));
+          lin->bias.set_data(lin->bias.to(torch::kBFloat16));
+        }
   }
   torch::Tensor logits(const torch::Tensor& x) override {
     torch::NoGradGuard ng;

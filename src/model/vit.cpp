@@ -76,6 +76,9 @@ AttentionImpl::AttentionImpl(int64_t dim, int64_t heads_)
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
   const int64_t B = x.size(0), T = x.size(1), D = x.size(2), hd = D / heads;
+  // q, k, v as contiguous [B*H, tokens, hd] blocks: one copy out of the
+  // projection's [B, T, 3, H, hd] layout, after which both batched products
+  // read their operands in place (k transposed by the GEMM, not copied).
   torch::Tensor q, k, v;
   int64_t Q = T;
   if (queries > 0 && queries < T) {
@@ -84,19 +87,22 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
     Q = queries;
     auto w = qkv->weight, b = qkv->bias;
     q = torch::linear(x.narrow(1, 0, Q), w.narrow(0, 0, D), b.narrow(0, 0, D))
-            .reshape({B, Q, heads, hd}).transpose(1, 2);                      // [B,H,Q,hd]
+            .reshape({B, Q, heads, hd}).transpose(1, 2).reshape({B * heads, Q, hd});
     auto kv = torch::linear(x, w.narrow(0, D, 2 * D), b.narrow(0, D, 2 * D))
-                  .reshape({B, T, 2, heads, hd}).permute({2, 0, 3, 1, 4});    // [2,B,H,T,hd]
-    k = kv[0];
-    v = kv[1];
+                  .reshape({B, T, 2, heads, hd}).permute({2, 0, 3, 1, 4}).contiguous();
+    k = kv[0].reshape({B * heads, T, hd});
+    v = kv[1].reshape({B * heads, T, hd});
   } else {
-    auto qkv_ = qkv(x).reshape({B, T, 3, heads, hd}).permute({2, 0, 3, 1, 4});  // [3,B,H,T,hd]
-    q = qkv_[0];
-    k = qkv_[1];
-    v = qkv_[2];
+    auto qkv_ = qkv(x).reshape({B, T, 3, heads, hd}).permute({2, 0, 3, 1, 4}).contiguous();
+    q = qkv_[0].reshape({B * heads, T, hd});
+    k = qkv_[1].reshape({B * heads, T, hd});
+    v = qkv_[2].reshape({B * heads, T, hd});
   }
-  auto attn = torch::matmul(q * scale, k.transpose(-2, -1)).softmax(-1);       // [B,H,Q,T]
-  auto out = torch::matmul(attn, v).transpose(1, 2).reshape({B, Q, D});
+  // (scale q) k^T, the order of analysis/vitkd_model.py, so that the two agree
+  // to the last bit in fp32.
+  auto scores = torch::bmm(q * scale, k.transpose(1, 2));                      // [B*H,Q,T]
+  auto out = torch::bmm(scores.softmax(-1), v)                                  // [B*H,Q,hd]
+                 .view({B, heads, Q, hd}).transpose(1, 2).reshape({B, Q, D});
   return proj(out);
 }
 
