@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "util/bf16.hpp"
+
 
 // One binary for every x86-64 node: GCC compiles the kernels for AVX-512,
 // AVX2 and baseline and picks one at load time.
@@ -60,23 +62,6 @@ inline float exp_neg_half_square(float x) {
   return er * scale;
 }
 
-// bf16 <-> fp32 without branches (util/bf16.hpp's version returns early for
-// NaN, which keeps GCC from vectorising the loops): round to nearest even,
-// NaN stays NaN.
-inline float widen(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline uint16_t narrow(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
-
 inline float gelu_grad(float x) { return normal_cdf(x) + x * kInvSqrt2Pi * exp_neg_half_square(x); }
 
 constexpr int64_t kChunk = 512;  // values converted to fp32 at a time (2 KiB per array)
@@ -95,9 +80,9 @@ VITKD_CLONES void forward_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
   float xf[kChunk], yf[kChunk];
   for (int64_t b = 0; b < n; b += kChunk) {
     const int64_t m = std::min(kChunk, n - b);
-    for (int64_t i = 0; i < m; ++i) xf[i] = widen(x[b + i]);
+    for (int64_t i = 0; i < m; ++i) xf[i] = bf16_to_float(x[b + i]);
     for (int64_t i = 0; i < m; ++i) yf[i] = xf[i] * normal_cdf(xf[i]);
-    for (int64_t i = 0; i < m; ++i) y[b + i] = narrow(yf[i]);
+    for (int64_t i = 0; i < m; ++i) y[b + i] = float_to_bf16(yf[i]);
   }
 }
 
@@ -105,10 +90,10 @@ VITKD_CLONES void backward_bf16(const uint16_t* dy, const uint16_t* x, uint16_t*
   float xf[kChunk], gf[kChunk];
   for (int64_t b = 0; b < n; b += kChunk) {
     const int64_t m = std::min(kChunk, n - b);
-    for (int64_t i = 0; i < m; ++i) xf[i] = widen(x[b + i]);
-    for (int64_t i = 0; i < m; ++i) gf[i] = widen(dy[b + i]);
+    for (int64_t i = 0; i < m; ++i) xf[i] = bf16_to_float(x[b + i]);
+    for (int64_t i = 0; i < m; ++i) gf[i] = bf16_to_float(dy[b + i]);
     for (int64_t i = 0; i < m; ++i) gf[i] *= gelu_grad(xf[i]);
-    for (int64_t i = 0; i < m; ++i) dx[b + i] = narrow(gf[i]);
+    for (int64_t i = 0; i < m; ++i) dx[b + i] = float_to_bf16(gf[i]);
   }
 }
 
