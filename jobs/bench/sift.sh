@@ -4,6 +4,9 @@
 # teacher, seeds and schedule. Reports wall time and student test top-1 per
 # variant and the change against no sifting.
 #   jobs/bench/sift.sh [EPOCHS] [TEACHER.h5]
+#   VARIANTS="0 1 2" jobs/bench/sift.sh 7 ...   runs only those variants (0 = none,
+#   1 = ce beta 0.5, 2 = ce beta 1, 3 = kd beta 0.5, 4 = kd beta 1); 0 is the baseline
+#   the others are compared with, so keep it in.
 # Needs a teacher (default runs/fmnist-teacher/checkpoint.h5, from
 # `mpirun -n 2 build/vitkd train inputs/fmnist-teacher.toml`).
 set -euo pipefail
@@ -23,7 +26,8 @@ variants=(
   "kd beta=0.5|--set sift.enabled=true --set sift.criterion=kd --set sift.beta=0.5"
   "kd beta=1|--set sift.enabled=true --set sift.criterion=kd --set sift.beta=1"
 )
-for i in "${!variants[@]}"; do
+read -r -a pick <<< "${VARIANTS:-${!variants[*]}}"
+for i in "${pick[@]}"; do
   label=${variants[$i]%%|*}
   sets=${variants[$i]#*|}
   dir="$OUT/v$i"
@@ -34,10 +38,13 @@ for i in "${!variants[@]}"; do
     || { echo "run failed: $label (see $dir.log)"; exit 1; }
   echo "$label: done ($dir)"
 done
-/usr/bin/python3 - "$OUT" "${#variants[@]}" "${variants[@]%%|*}" <<'PY'
+labels=()
+for i in "${pick[@]}"; do labels+=("$i|${variants[$i]%%|*}"); done
+/usr/bin/python3 - "$OUT" "${labels[@]}" <<'PY'
 import json, sys
-out, n, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-rows = [json.load(open(f"{out}/v{i}/result.json")) for i in range(n)]
+out, picked = sys.argv[1], [a.split("|", 1) for a in sys.argv[2:]]
+labels = [l for _, l in picked]
+rows = [json.load(open(f"{out}/v{i}/result.json")) for i, _ in picked]
 base = rows[0]
 def wall(r):  # training wall time, the final evaluation excluded
     return r["train_seconds"] - r["phase_seconds_rank0"][-1]
