@@ -58,6 +58,12 @@ print(f"{'scenario':<44}{'vitkd img/s':>12}{'PyTorch img/s':>15}{'ratio':>8}")
 for label, a, b in rows:
     (ma, va), (mb, vb) = med(a), med(b)
     print(f"{label:<44}{ma:12.1f}{mb:15.1f}{ma / mb:8.2f}   runs {['%.0f' % x for x in va]} vs {['%.0f' % x for x in vb]}")
+# Sifting trains fewer samples than it reads: samples seen per second is the
+# rate at which it gets through an epoch.
+seen = [json.load(open(f"{out}/sift-vitkd-{r}/result.json")) for r in range(reps)]
+seen = [j["images_per_second"] * j["samples_seen"] / j["samples_trained"] for j in seen]
+ms, (mb, _) = statistics.median(seen), med("distill-pytorch")
+print(f"{'  same, samples seen per second':<44}{ms:12.1f}{mb:15.1f}{ms / mb:8.2f}   runs {['%.0f' % x for x in seen]}")
 (m1, v1), (m2, v2) = med("teacher1-vitkd"), med("teacher-vitkd")
 print(f"vitkd teacher, 1 rank {m1:.1f} img/s, 2 ranks {m2:.1f} img/s: weak-scaling efficiency {m2 / (2 * m1):.3f}")
 PY
