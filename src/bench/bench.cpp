@@ -17,19 +17,27 @@
 namespace vitkd {
 namespace {
 
-// FLOP/s of C[m,n] = A[m,k] B[k,n] in `dtype`, repeated for about `seconds`.
-double gemm_rate(int64_t m, int64_t k, int64_t n, torch::ScalarType dtype, double seconds) {
-  auto a = torch::randn({m, k}).to(dtype), b = torch::randn({k, n}).to(dtype);
-  auto c = torch::matmul(a, b);  // warm-up (oneDNN kernel creation)
+// Milliseconds per call of fn, repeated for about `seconds` after one warm-up call.
+template <class Fn>
+double ms_per_call(Fn&& fn, double seconds) {
+  fn();
   int64_t iters = 0;
   const auto t0 = Clock::now();
   double dt = 0;
   do {
-    torch::matmul_out(c, a, b);
+    fn();
     ++iters;
     dt = seconds_since(t0);
   } while (dt < seconds);
-  return 2.0 * m * k * n * iters / dt;
+  return dt / iters * 1e3;
+}
+
+// FLOP/s of C[m,n] = A[m,k] B[k,n] in `dtype`, repeated for about `seconds`.
+double gemm_rate(int64_t m, int64_t k, int64_t n, torch::ScalarType dtype, double seconds) {
+  auto a = torch::randn({m, k}).to(dtype), b = torch::randn({k, n}).to(dtype);
+  auto c = torch::matmul(a, b);  // oneDNN kernel creation happens here, untimed
+  const double ms = ms_per_call([&] { torch::matmul_out(c, a, b); }, seconds);
+  return 2.0 * m * k * n / (ms * 1e-3);
 }
 
 int64_t flag(const std::map<std::string, std::string>& f, const char* k, int64_t def) {
@@ -62,21 +70,6 @@ int bench_gemm(const std::map<std::string, std::string>& f) {
   }
   if (f.count("out") && world().root()) out.write(f.at("out"));
   return kExitOk;
-}
-
-// Milliseconds per call of fn, repeated for about `seconds` after one warm-up call.
-template <class Fn>
-double ms_per_call(Fn&& fn, double seconds) {
-  fn();
-  int64_t iters = 0;
-  const auto t0 = Clock::now();
-  double dt = 0;
-  do {
-    fn();
-    ++iters;
-    dt = seconds_since(t0);
-  } while (dt < seconds);
-  return dt / iters * 1e3;
 }
 
 // vitkd's GELU against torch::gelu, forward and backward, at the MLP
