@@ -112,6 +112,41 @@ TEST(ViT, HeadTokenLastBlockEqualsFullLastBlock) {
   }
 }
 
+TEST(ViT, FoldedAttentionScaleGivesTheSameLogits) {
+  // The frozen teacher keeps the attention scale in its query weights. With
+  // head size 16 the scale is 1/4, a power of two: bitwise the same logits,
+  // in fp32 and under bf16 autocast. With head size 8 (scale 1/sqrt 8) only
+  // up to rounding.
+  for (int64_t hd : {16, 8}) {
+    ModelSpec s;
+    s.image_size = 8;
+    s.patch = 2;
+    s.dim = 3 * hd;
+    s.depth = 2;
+    s.heads = 3;
+    torch::manual_seed(4);
+    ViT m(s);
+    torch::NoGradGuard ng;
+    for (auto& p : m->parameters()) p.add_(torch::randn_like(p) * 0.05);
+    auto x = torch::randn({5, 1, 8, 8});
+    auto run = [&](bool bf16) {
+      AutocastBf16 ac(bf16);
+      return m->forward(x).prediction().to(torch::kFloat32);
+    };
+    auto ref32 = run(false), ref16 = run(true);
+    for (auto& mod : m->modules(false))
+      if (auto* a = mod->as<Attention>()) a->fold_scale_into_queries();
+    auto f32 = run(false), f16 = run(true);
+    if (hd == 16) {
+      EXPECT_TRUE(torch::equal(ref32, f32));
+      EXPECT_TRUE(torch::equal(ref16, f16));
+    } else {
+      EXPECT_FALSE(torch::equal(ref32, f32));  // the fold did change the weights
+      EXPECT_LT((ref32 - f32).abs().max().item<double>(), 1e-5);
+    }
+  }
+}
+
 TEST(ViT, ForwardFlopsCountTheShortLastBlock) {
   // Hand count for D=192, depth 6, M=768, T=50 (28x28, patch 4), K=10, one head token.
   ModelSpec s;
@@ -177,6 +212,62 @@ TEST(Gelu, OpMatchesTorchGeluInFp32AndBf16WithGradients) {
   // Non-contiguous input.
   auto t = base.transpose(0, 2);
   EXPECT_LT((vitkd::gelu(t) - torch::gelu(t)).abs().max().item<double>(), 2e-5);
+}
+
+TEST(Gelu, BiasGeluMatchesTorchWithGradientsForInputAndBias) {
+  torch::manual_seed(6);
+  // 3 x 301 rows (more than one 256-row block of the bias sum), 700 columns
+  // (more than one 512-value chunk); bias fp32 as in the MLP under autocast.
+  auto base = torch::randn({3, 301, 700}) * 3;
+  auto bias0 = torch::randn({700});
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    auto za = base.to(dtype).detach().requires_grad_(true);
+    auto zb = base.to(dtype).detach().requires_grad_(true);
+    auto ba = bias0.clone().requires_grad_(true), bb = bias0.clone().requires_grad_(true);
+    auto ya = vitkd::bias_gelu(za, ba);
+    // Reference: the sum in fp32, then torch's GELU, rounded once to dtype.
+    auto yb = torch::gelu(zb.to(torch::kFloat32) + bb).to(dtype);
+    ASSERT_EQ(ya.scalar_type(), dtype);
+    auto g = torch::randn_like(base).to(dtype);
+    ya.backward(g);
+    yb.backward(g);
+    const double tol = dtype == torch::kFloat32 ? 2e-6 : 1.0 / 128;
+    auto rel = [&](const torch::Tensor& u, const torch::Tensor& v) {
+      auto d = (u.to(torch::kFloat64) - v.to(torch::kFloat64)).abs();
+      return (d / v.to(torch::kFloat64).abs().clamp_min(1.0)).max().item<double>();
+    };
+    EXPECT_LT(rel(ya, yb), tol) << dtype;
+    EXPECT_LT(rel(za.grad(), zb.grad()), tol) << dtype;
+    // The bias gradient sums 903 rows: its error is measured against the sum of
+    // the terms' magnitudes (fp32: summation rounding; bf16: our sum adds the
+    // fp32 values of dz, before they are rounded to bf16).
+    auto dz64 = za.grad().to(torch::kFloat64);
+    auto scale = dz64.abs().sum(std::vector<int64_t>{0, 1});
+    auto sum_err = [&](const torch::Tensor& db, const torch::Tensor& ref) {
+      return ((db.to(torch::kFloat64) - ref.to(torch::kFloat64)).abs() / scale).max().item<double>();
+    };
+    const double db_tol = dtype == torch::kFloat32 ? 1e-6 : 1e-3;
+    EXPECT_LT(sum_err(ba.grad(), dz64.sum(std::vector<int64_t>{0, 1})), db_tol) << dtype;
+    EXPECT_LT(sum_err(ba.grad(), bb.grad()), db_tol) << dtype;
+    ASSERT_EQ(ba.grad().scalar_type(), torch::kFloat32);
+  }
+  // The bias gradient is the same bits with 1 and 2 threads (fixed blocks).
+  auto run = [&](int threads) {
+    const int saved = at::get_num_threads();
+    at::set_num_threads(threads);
+    auto z = base.to(torch::kBFloat16).detach().requires_grad_(true);
+    auto b = bias0.clone().requires_grad_(true);
+    vitkd::bias_gelu(z, b).sum().backward();
+    at::set_num_threads(saved);
+    return b.grad();
+  };
+  EXPECT_TRUE(torch::equal(run(1), run(2)));
+  // Without autograd, and with a bf16 bias (the frozen bf16 teacher).
+  torch::NoGradGuard ng;
+  auto zb16 = base.to(torch::kBFloat16);
+  auto ref = torch::gelu(zb16.to(torch::kFloat32) + bias0.to(torch::kBFloat16).to(torch::kFloat32));
+  auto d = (vitkd::bias_gelu(zb16, bias0.to(torch::kBFloat16)).to(torch::kFloat32) - ref).abs();
+  EXPECT_LT((d / ref.abs().clamp_min(1.0)).max().item<double>(), 1.0 / 128);
 }
 
 TEST(ViT, DescribeIsSafeForCorruptSpecs) {

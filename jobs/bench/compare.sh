@@ -4,7 +4,9 @@
 #   jobs/bench/compare.sh CONFIG.toml REPEATS "label A|--set ... " "label B|--set ..." [...]
 # A variant may start with bin=PATH to run another vitkd binary (an older
 # build, for before/after measurements): "before|bin=../base/build/vitkd --set ...".
-# Each variant runs REPEATS times, interleaved A B A B ...; prints each run's
+# Each variant runs REPEATS times, interleaved A B, then B A, then A B ...
+# (the order reverses every repeat, so that a variant never always runs
+# first, e.g. right after the other's burst of I/O); prints each run's
 # images/s (samples trained per second, evaluation excluded) and the medians,
 # and the ratio of every variant to the first.
 set -euo pipefail
@@ -17,7 +19,9 @@ mkdir -p "$out"
 declare -a labels sets
 for v in "$@"; do labels+=("${v%%|*}"); sets+=("${v#*|}"); done
 for ((r = 0; r < repeats; r++)); do
-  for i in "${!labels[@]}"; do
+  order=("${!labels[@]}")
+  if ((r % 2 == 1)); then order=(); for ((j = ${#labels[@]} - 1; j >= 0; j--)); do order+=("$j"); done; fi
+  for i in "${order[@]}"; do
     dir="$out/v${i}_r${r}"
     bin=build/vitkd args=${sets[$i]}
     if [[ $args == bin=* ]]; then bin=${args%% *}; bin=${bin#bin=}; args=${args#bin=* }; [[ $args == bin=* ]] && args=""; fi

@@ -10,6 +10,8 @@
 # images/s = samples trained per second, evaluation and start-up excluded.
 #   jobs/bench/vs_pytorch.sh [REPEATS] [STEPS]   (needs build/vitkd, data/fmnist.h5 and
 #   a teacher checkpoint, TEACHER=runs/fmnist-teacher/checkpoint.h5 by default)
+# ONLY=distill (or teacher, sift, scaling; comma-separated) runs only those
+# scenarios (sift needs distill for its baseline, scaling needs teacher).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source jobs/env.sh
@@ -35,35 +37,46 @@ pytorch() {  # NP DIR ARGS...
   "${PT[@]}" --nproc "$np" "$@" --out "$dir/result.json" > "$dir.log" 2>&1 \
     || { echo "PyTorch run failed (see $dir.log)" >&2; exit 1; }
 }
+ONLY=${ONLY:-teacher,distill,sift,scaling}
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
 for ((r = 0; r < REPEATS; r++)); do
-  vitkd 2 "$OUT/teacher-vitkd-$r" inputs/fmnist-teacher.toml
-  pytorch 2 "$OUT/teacher-pytorch-$r" --mode teacher
-  vitkd 2 "$OUT/distill-vitkd-$r" inputs/fmnist-distill.toml --set teacher.checkpoint="$TEACHER"
-  pytorch 2 "$OUT/distill-pytorch-$r" --mode distill --teacher "$TEACHER" --dim 96 --depth 4
-  vitkd 2 "$OUT/sift-vitkd-$r" inputs/fmnist-distill.toml --set teacher.checkpoint="$TEACHER" \
-    --set sift.enabled=true --set sift.beta=1 --set sift.delay=20
-  vitkd 1 "$OUT/teacher1-vitkd-$r" inputs/fmnist-teacher.toml
+  if want teacher; then
+    vitkd 2 "$OUT/teacher-vitkd-$r" inputs/fmnist-teacher.toml
+    pytorch 2 "$OUT/teacher-pytorch-$r" --mode teacher
+  fi
+  if want distill; then
+    vitkd 2 "$OUT/distill-vitkd-$r" inputs/fmnist-distill.toml --set teacher.checkpoint="$TEACHER"
+    pytorch 2 "$OUT/distill-pytorch-$r" --mode distill --teacher "$TEACHER" --dim 96 --depth 4
+  fi
+  if want sift; then
+    vitkd 2 "$OUT/sift-vitkd-$r" inputs/fmnist-distill.toml --set teacher.checkpoint="$TEACHER" \
+      --set sift.enabled=true --set sift.beta=1 --set sift.delay=20
+  fi
+  if want scaling; then vitkd 1 "$OUT/teacher1-vitkd-$r" inputs/fmnist-teacher.toml; fi
   echo "repeat $((r + 1))/$REPEATS done"
 done
-/usr/bin/python3 - "$OUT" "$REPEATS" <<'PY'
+/usr/bin/python3 - "$OUT" "$REPEATS" "$ONLY" <<'PY'
 import json, statistics, sys
-out, reps = sys.argv[1], int(sys.argv[2])
+out, reps, only = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
 def med(name):
     v = [json.load(open(f"{out}/{name}-{r}/result.json"))["images_per_second"] for r in range(reps)]
     return statistics.median(v), v
-rows = [("teacher training", "teacher-vitkd", "teacher-pytorch"),
-        ("distillation, no sifting", "distill-vitkd", "distill-pytorch"),
-        ("distillation, vitkd sifting (ce, beta 1)", "sift-vitkd", "distill-pytorch")]
+rows = [("teacher training", "teacher-vitkd", "teacher-pytorch", "teacher"),
+        ("distillation, no sifting", "distill-vitkd", "distill-pytorch", "distill"),
+        ("distillation, vitkd sifting (ce, beta 1)", "sift-vitkd", "distill-pytorch", "sift")]
+rows = [r[:3] for r in rows if r[3] in only and (r[3] != "sift" or "distill" in only)]
 print(f"{'scenario':<44}{'vitkd img/s':>12}{'PyTorch img/s':>15}{'ratio':>8}")
 for label, a, b in rows:
     (ma, va), (mb, vb) = med(a), med(b)
     print(f"{label:<44}{ma:12.1f}{mb:15.1f}{ma / mb:8.2f}   runs {['%.0f' % x for x in va]} vs {['%.0f' % x for x in vb]}")
 # Sifting trains fewer samples than it reads: samples seen per second is the
 # rate at which it gets through an epoch.
-seen = [json.load(open(f"{out}/sift-vitkd-{r}/result.json")) for r in range(reps)]
-seen = [j["images_per_second"] * j["samples_seen"] / j["samples_trained"] for j in seen]
-ms, (mb, _) = statistics.median(seen), med("distill-pytorch")
-print(f"{'  same, samples seen per second':<44}{ms:12.1f}{mb:15.1f}{ms / mb:8.2f}   runs {['%.0f' % x for x in seen]}")
-(m1, v1), (m2, v2) = med("teacher1-vitkd"), med("teacher-vitkd")
-print(f"vitkd teacher, 1 rank {m1:.1f} img/s, 2 ranks {m2:.1f} img/s: weak-scaling efficiency {m2 / (2 * m1):.3f}")
+if "sift" in only and "distill" in only:
+    seen = [json.load(open(f"{out}/sift-vitkd-{r}/result.json")) for r in range(reps)]
+    seen = [j["images_per_second"] * j["samples_seen"] / j["samples_trained"] for j in seen]
+    ms, (mb, _) = statistics.median(seen), med("distill-pytorch")
+    print(f"{'  same, samples seen per second':<44}{ms:12.1f}{mb:15.1f}{ms / mb:8.2f}   runs {['%.0f' % x for x in seen]}")
+if "scaling" in only and "teacher" in only:
+    (m1, v1), (m2, v2) = med("teacher1-vitkd"), med("teacher-vitkd")
+    print(f"vitkd teacher, 1 rank {m1:.1f} img/s, 2 ranks {m2:.1f} img/s: weak-scaling efficiency {m2 / (2 * m1):.3f}")
 PY

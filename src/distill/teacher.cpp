@@ -62,6 +62,10 @@ class CheckpointTeacher : public Teacher {
     load_checkpoint_weights(path, model_);
     model_->eval();
     for (auto& p : model_->parameters()) p.set_requires_grad(false);
+    // Frozen, so the attention scale can live in the query weights (bitwise
+    // the same logits for power-of-two scales, e.g. head size 64).
+    for (auto& m : model_->modules(/*include_self=*/false))
+      if (auto* a = m->as<Attention>()) a->fold_scale_into_queries();
     // The teacher is frozen: cast its matrix weights to bf16 once, instead of
     // autocast casting all of them again in every forward pass. The values are
     // the ones autocast would produce; norms, tokens and the position

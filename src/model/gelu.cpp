@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "util/bf16.hpp"
 
@@ -97,6 +99,47 @@ VITKD_CLONES void backward_bf16(const uint16_t* dy, const uint16_t* x, uint16_t*
   }
 }
 
+// Bias variants: one row of m values at a time, bias b (fp32) added in fp32.
+VITKD_CLONES void bias_forward_f32(const float* z, const float* b, float* y, int64_t m) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float t = z[i] + b[i];
+    y[i] = t * normal_cdf(t);
+  }
+}
+
+/// dz = dy * gelu'(z + b); acc += dz (the bias gradient's partial sum).
+VITKD_CLONES void bias_backward_f32(const float* dy, const float* z, const float* b, float* dz,
+                                    float* acc, int64_t m) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float g = dy[i] * gelu_grad(z[i] + b[i]);
+    dz[i] = g;
+    acc[i] += g;
+  }
+}
+
+VITKD_CLONES void bias_forward_bf16(const uint16_t* z, const float* b, uint16_t* y, int64_t m) {
+  float zf[kChunk], yf[kChunk];
+  for (int64_t c = 0; c < m; c += kChunk) {
+    const int64_t k = std::min(kChunk, m - c);
+    for (int64_t i = 0; i < k; ++i) zf[i] = bf16_to_float(z[c + i]) + b[c + i];
+    for (int64_t i = 0; i < k; ++i) yf[i] = zf[i] * normal_cdf(zf[i]);
+    for (int64_t i = 0; i < k; ++i) y[c + i] = float_to_bf16(yf[i]);
+  }
+}
+
+VITKD_CLONES void bias_backward_bf16(const uint16_t* dy, const uint16_t* z, const float* b,
+                                     uint16_t* dz, float* acc, int64_t m) {
+  float zf[kChunk], gf[kChunk];
+  for (int64_t c = 0; c < m; c += kChunk) {
+    const int64_t k = std::min(kChunk, m - c);
+    for (int64_t i = 0; i < k; ++i) zf[i] = bf16_to_float(z[c + i]) + b[c + i];
+    for (int64_t i = 0; i < k; ++i) gf[i] = bf16_to_float(dy[c + i]);
+    for (int64_t i = 0; i < k; ++i) gf[i] *= gelu_grad(zf[i]);
+    for (int64_t i = 0; i < k; ++i) dz[c + i] = float_to_bf16(gf[i]);
+    for (int64_t i = 0; i < k; ++i) acc[c + i] += gf[i];
+  }
+}
+
 constexpr int64_t kGrain = 32768;  // values per thread task
 
 bool supported(const at::Tensor& t) {
@@ -138,6 +181,80 @@ at::Tensor run_backward(const at::Tensor& dy_, const at::Tensor& x) {
   return dx;
 }
 
+// Rows are split into fixed blocks of kBiasRows; each block sums its part of
+// the bias gradient, and the blocks' sums are added in block order, so the
+// result does not depend on the thread count.
+constexpr int64_t kBiasRows = 256;
+
+template <typename T>
+T* ptr(const at::Tensor& t) {
+  if constexpr (std::is_same_v<T, uint16_t>)
+    return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
+  else
+    return t.data_ptr<float>();
+}
+
+at::Tensor run_bias_forward(const at::Tensor& z, const at::Tensor& bias_f32) {
+  auto y = at::empty_like(z, at::MemoryFormat::Contiguous);
+  const int64_t m = z.size(-1), rows = m ? z.numel() / m : 0;
+  const float* bp = bias_f32.data_ptr<float>();
+  auto rows_fn = [&](auto* zp, auto* yp, auto kernel) {
+    at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(m, 1)),
+                     [&](int64_t r0, int64_t r1) {
+                       for (int64_t r = r0; r < r1; ++r) kernel(zp + r * m, bp, yp + r * m, m);
+                     });
+  };
+  if (z.scalar_type() == at::kFloat)
+    rows_fn(ptr<float>(z), ptr<float>(y), bias_forward_f32);
+  else
+    rows_fn(ptr<uint16_t>(z), ptr<uint16_t>(y), bias_forward_bf16);
+  return y;
+}
+
+/// Returns {dz, dbias (fp32 [m])}.
+std::pair<at::Tensor, at::Tensor> run_bias_backward(const at::Tensor& dy_, const at::Tensor& z,
+                                                    const at::Tensor& bias_f32) {
+  auto dy = dy_.to(z.scalar_type()).contiguous();
+  auto dz = at::empty_like(z, at::MemoryFormat::Contiguous);
+  const int64_t m = z.size(-1), rows = m ? z.numel() / m : 0;
+  const int64_t blocks = (rows + kBiasRows - 1) / kBiasRows;
+  auto partial = at::zeros({std::max<int64_t>(blocks, 1), m}, z.options().dtype(at::kFloat));
+  const float* bp = bias_f32.data_ptr<float>();
+  float* acc = partial.data_ptr<float>();
+  auto blocks_fn = [&](auto* gp, auto* zp, auto* dp, auto kernel) {
+    at::parallel_for(0, blocks, 1, [&](int64_t k0, int64_t k1) {
+      for (int64_t k = k0; k < k1; ++k)
+        for (int64_t r = k * kBiasRows; r < std::min(rows, (k + 1) * kBiasRows); ++r)
+          kernel(gp + r * m, zp + r * m, bp, dp + r * m, acc + k * m, m);
+    });
+  };
+  if (z.scalar_type() == at::kFloat)
+    blocks_fn(ptr<float>(dy), ptr<float>(z), ptr<float>(dz), bias_backward_f32);
+  else
+    blocks_fn(ptr<uint16_t>(dy), ptr<uint16_t>(z), ptr<uint16_t>(dz), bias_backward_bf16);
+  for (int64_t k = 1; k < blocks; ++k)
+    for (int64_t i = 0; i < m; ++i) acc[i] += acc[k * m + i];
+  return {dz, partial[0].clone()};
+}
+
+struct BiasGeluFunction : torch::autograd::Function<BiasGeluFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& z,
+                            const at::Tensor& bias) {
+    auto zc = z.contiguous();
+    auto bf = bias.to(at::kFloat).contiguous();
+    ctx->save_for_backward({zc, bf});
+    ctx->saved_data["bias_dtype"] = static_cast<int64_t>(bias.scalar_type());
+    return run_bias_forward(zc, bf);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grad) {
+    const auto saved = ctx->get_saved_variables();
+    auto [dz, db] = run_bias_backward(grad[0], saved[0], saved[1]);
+    const auto bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt());
+    return {dz, db.to(bias_dtype)};
+  }
+};
+
 struct GeluFunction : torch::autograd::Function<GeluFunction> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
     auto xc = x.contiguous();
@@ -157,6 +274,15 @@ at::Tensor gelu(const at::Tensor& x) {
   if (!supported(x) || !x.device().is_cpu()) return torch::gelu(x);
   if (!x.requires_grad() || !torch::GradMode::is_enabled()) return run_forward(x);
   return GeluFunction::apply(x);
+}
+
+at::Tensor bias_gelu(const at::Tensor& z, const at::Tensor& bias) {
+  const bool fits = supported(z) && supported(bias) && z.device().is_cpu() && bias.device().is_cpu() &&
+                    z.dim() >= 1 && bias.dim() == 1 && bias.size(0) == z.size(-1);
+  if (!fits) return torch::gelu(z + bias);
+  const bool grad = torch::GradMode::is_enabled() && (z.requires_grad() || bias.requires_grad());
+  if (!grad) return run_bias_forward(z.contiguous(), bias.to(at::kFloat).contiguous());
+  return BiasGeluFunction::apply(z, bias);
 }
 
 namespace gelu_kernel {

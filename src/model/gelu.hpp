@@ -19,6 +19,15 @@ namespace vitkd {
 /// dx = dy * (Phi(x) + x * phi(x)), computed from the saved input.
 at::Tensor gelu(const at::Tensor& x);
 
+/// gelu(z + bias), bias broadcast over z's last dimension ([..., M] and [M]),
+/// in one pass: the MLP computes fc1 as a product without bias and adds the
+/// bias here, which saves addmm's copy of the bias into its output (3.7 % of
+/// the teacher's forward pass, docs/performance-log.md). z is fp32 or bf16 and
+/// the sum is formed in fp32; bias may be fp32 or bf16. Differentiable in both:
+/// dz = dy * gelu'(z + bias) and dbias = the fp32 sum of dz over all rows, in
+/// a fixed order (the same for any thread count).
+at::Tensor bias_gelu(const at::Tensor& z, const at::Tensor& bias);
+
 namespace gelu_kernel {
 /// y[i] = gelu(x[i]), dx[i] = dy[i] * gelu'(x[i]) for n fp32 values
 /// (exposed for the tests; the op above calls them chunk by chunk).

@@ -100,10 +100,19 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
   }
   // (scale q) k^T, the order of analysis/vitkd_model.py, so that the two agree
   // to the last bit in fp32.
-  auto scores = torch::bmm(q * scale, k.transpose(1, 2));                      // [B*H,Q,T]
+  auto scores = torch::bmm(scale_folded ? q : q * scale, k.transpose(1, 2));  // [B*H,Q,T]
   auto out = torch::bmm(scores.softmax(-1), v)                                  // [B*H,Q,hd]
                  .view({B, heads, Q, hd}).transpose(1, 2).reshape({B, Q, D});
   return proj(out);
+}
+
+void AttentionImpl::fold_scale_into_queries() {
+  if (scale_folded) return;
+  torch::NoGradGuard ng;
+  const int64_t D = proj->weight.size(0);
+  qkv->weight.narrow(0, 0, D).mul_(scale);
+  qkv->bias.narrow(0, 0, D).mul_(scale);
+  scale_folded = true;
 }
 
 MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
@@ -112,7 +121,8 @@ MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return fc2(vitkd::gelu(fc1(x)));
+  // fc1's bias is added inside the GELU kernel (model/gelu.hpp, bias_gelu).
+  return fc2(vitkd::bias_gelu(torch::linear(x, fc1->weight), fc1->bias));
 }
 
 BlockImpl::BlockImpl(int64_t dim, int64_t heads, int64_t hidden) {

@@ -71,8 +71,14 @@ struct AttentionImpl : torch::nn::Module {
   /// [B,T,D] -> [B,T,D]; with queries = Q > 0, only the first Q tokens attend
   /// (to all T) and the result is [B,Q,D].
   torch::Tensor forward(const torch::Tensor& x, int64_t queries = 0);
+  /// For a frozen model: multiplies the query rows of qkv (weight and bias) by
+  /// `scale`, so that forward skips its q * scale. Bitwise the same logits
+  /// when scale is a power of two (head size 4, 16, 64, 256, ...), otherwise
+  /// equal up to rounding. Never call it on a model that is trained or saved.
+  void fold_scale_into_queries();
   int64_t heads;
   double scale;
+  bool scale_folded = false;  ///< set by fold_scale_into_queries()
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
 };
 TORCH_MODULE(Attention);

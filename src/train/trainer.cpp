@@ -31,6 +31,7 @@
 #include "sift/sifter.hpp"
 #include "train/preempt.hpp"
 #include "train/timing.hpp"
+#include "util/alloc.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
 #include "util/torch_compat.hpp"
@@ -283,10 +284,13 @@ int train_main(const Config& cfg, const std::string& origin) {
 
   const int64_t threads = auto_threads(cfg);
   torch::set_num_threads(static_cast<int>(threads));
+  const bool kept_memory = keep_freed_memory();  // util/alloc.hpp: no page faults per step
   const std::string config_text = config_to_toml(cfg);
   log0("vitkd %s: %s on %d rank(s), %lld thread(s) per rank, compute %s\n", VITKD_VERSION,
        cfg.run_mode.c_str(), w.size, (long long)threads, cfg.precision_compute.c_str());
   log0("---- configuration (%s) ----\n%s----\n", origin.c_str(), config_text.c_str());
+  log0("allocator: %s\n", kept_memory ? "freed memory stays in the process (no heap trimming)"
+                                       : "left as configured (GLIBC_TUNABLES/MALLOC_* set, or not glibc)");
   log0("data: %s: %lld train, %lld test, %lldx%lldx%lld, %lld classes\n", meta.path.c_str(),
        (long long)meta.train_size, (long long)meta.test_size, (long long)meta.height,
        (long long)meta.width, (long long)meta.channels, (long long)meta.num_classes);
