@@ -183,6 +183,12 @@ TEST(Gelu, KernelsMatchDoublePrecisionReference) {
   EXPECT_TRUE(std::isnan(out));
 }
 
+/// max |u - v| / max(|v|, 1), in double.
+static double max_rel_diff(const torch::Tensor& u, const torch::Tensor& v) {
+  auto d = (u.to(torch::kFloat64) - v.to(torch::kFloat64)).abs();
+  return (d / v.to(torch::kFloat64).abs().clamp_min(1.0)).max().item<double>();
+}
+
 TEST(Gelu, OpMatchesTorchGeluInFp32AndBf16WithGradients) {
   torch::manual_seed(5);
   auto base = torch::randn({7, 33, 101}) * 3;  // odd sizes: chunk and vector tails
@@ -198,12 +204,8 @@ TEST(Gelu, OpMatchesTorchGeluInFp32AndBf16WithGradients) {
     // they differ by at most one bf16 step (2^-8 relative) where the fp32
     // values straddle a rounding boundary.
     const double tol = dtype == torch::kFloat32 ? 2e-6 : 1.0 / 128;
-    auto rel = [&](const torch::Tensor& u, const torch::Tensor& v) {
-      auto d = (u.to(torch::kFloat64) - v.to(torch::kFloat64)).abs();
-      return (d / v.to(torch::kFloat64).abs().clamp_min(1.0)).max().item<double>();
-    };
-    EXPECT_LT(rel(ya, yb), tol) << dtype;
-    EXPECT_LT(rel(a.grad(), b.grad()), tol) << dtype;
+    EXPECT_LT(max_rel_diff(ya, yb), tol) << dtype;
+    EXPECT_LT(max_rel_diff(a.grad(), b.grad()), tol) << dtype;
   }
   // Without autograd (teacher, evaluation) it is the same function.
   torch::NoGradGuard ng;
@@ -232,12 +234,8 @@ TEST(Gelu, BiasGeluMatchesTorchWithGradientsForInputAndBias) {
     ya.backward(g);
     yb.backward(g);
     const double tol = dtype == torch::kFloat32 ? 2e-6 : 1.0 / 128;
-    auto rel = [&](const torch::Tensor& u, const torch::Tensor& v) {
-      auto d = (u.to(torch::kFloat64) - v.to(torch::kFloat64)).abs();
-      return (d / v.to(torch::kFloat64).abs().clamp_min(1.0)).max().item<double>();
-    };
-    EXPECT_LT(rel(ya, yb), tol) << dtype;
-    EXPECT_LT(rel(za.grad(), zb.grad()), tol) << dtype;
+    EXPECT_LT(max_rel_diff(ya, yb), tol) << dtype;
+    EXPECT_LT(max_rel_diff(za.grad(), zb.grad()), tol) << dtype;
     // The bias gradient sums 903 rows: its error is measured against the sum of
     // the terms' magnitudes (fp32: summation rounding; bf16: our sum adds the
     // fp32 values of dz, before they are rounded to bf16).
