@@ -155,6 +155,11 @@ expect slurm_ntasks 2 "but SLURM_NTASKS=3" -- env SLURM_NTASKS=3 $MPIEXEC $MPIEX
 expect nccl_without_gpu 2 'dist.backend = "nccl"' -- run2 "${base[@]}" "${keep[@]}" --set dist.backend=nccl
 expect bad_beta 2 "sift.beta" -- run2 "${base[@]}" "${keep[@]}" --set sift.beta=-1
 expect zero_history 2 "sift.history" -- run2 "${base[@]}" "${keep[@]}" --set sift.history=0
+expect scope_kd 2 'needs sift.criterion = "ce"' -- run2 "${base[@]}" "${keep[@]}" --set sift.enabled=true \
+  --set sift.scope=teacher --set sift.criterion=kd
+expect scope_mode 2 'needs run.mode = "distill"' -- run2 "${base[@]}" "${keep[@]}" --set sift.enabled=true \
+  --set sift.scope=teacher
+expect scope_typo 2 "did you mean 'teacher'" -- run2 "${base[@]}" "${keep[@]}" --set sift.scope=teachr
 # Command line.
 expect unknown_command 2 "did you mean 'train'" -- "$VITKD" trian
 expect bad_set 2 "expected section.key=value" -- "$VITKD" "${base[@]}" --set nodot

@@ -280,6 +280,13 @@ void validate_config(const Config& c, const std::string& origin) {
   one_of("dist.backend", c.dist_backend, {"auto", "mpi", "nccl"});
   one_of("dist.sharding", c.dist_sharding, {"zero1", "none"});
   one_of("sift.criterion", c.sift_criterion, {"ce", "kd"});
+  one_of("sift.scope", c.sift_scope, {"sample", "teacher"});
+  if (c.sift_enabled && c.sift_scope == "teacher" && c.sift_criterion != "ce")
+    bad("sift.scope", "\"teacher\" ranks samples before the teacher runs, so it needs "
+                      "sift.criterion = \"ce\" (got \"" + c.sift_criterion + "\")");
+  if (c.sift_enabled && c.sift_scope == "teacher" && c.run_mode != "distill")
+    bad("sift.scope", "\"teacher\" selects the samples that get the teacher, so it needs run.mode = "
+                      "\"distill\"; use sift.scope = \"sample\" in teacher mode");
   if (!(c.sift_beta >= 0)) bad("sift.beta", "must be >= 0 (0 keeps every sample), got " + std::to_string(c.sift_beta));
   if (c.sift_history < 1) bad("sift.history", "must be at least 1, got " + std::to_string(c.sift_history));
   if (c.sift_delay < 0) bad("sift.delay", "must be >= 0");

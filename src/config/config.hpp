@@ -58,6 +58,8 @@ namespace vitkd {
   X(sift, history, int64_t, 500, "losses kept in the history (all ranks' samples)")          \
   X(sift, delay, int64_t, 1000, "optimizer steps before sifting starts")                     \
   X(sift, criterion, std::string, "ce", "\"ce\" (student CE picks, teacher on kept only) or \"kd\"") \
+  X(sift, scope, std::string, "sample",                                                      \
+    "\"sample\" (unkept samples skip training) or \"teacher\" (all train; unkept skip the teacher)") \
   X(sift, trace, bool, false, "write every decision to out_dir/sift_trace.txt (epoch index loss kept)") \
   X(dist, backend, std::string, "auto", "gradient communication: \"auto\", \"mpi\" or \"nccl\"") \
   X(dist, bucket_mb, double, 25.0, "gradient bucket size in MB (fp32) for the reduce-scatter") \

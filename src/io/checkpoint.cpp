@@ -143,6 +143,7 @@ void save_training_checkpoint(const std::string& path, ViT& model, const Checkpo
     h5_attr_write(f, "data_batch", st.data_batch);
     h5_attr_write(f, "samples_seen", st.samples_seen);
     h5_attr_write(f, "samples_trained", st.samples_trained);
+    h5_attr_write(f, "samples_kept", st.samples_kept);
     h5_attr_write(f, "teacher_forwards", st.teacher_forwards);
     h5_attr_write(f, "bad_steps", st.bad_steps);
     h5_attr_write(f, "train_seconds", st.train_seconds);
@@ -377,6 +378,8 @@ TrainState load_training_checkpoint(const std::string& path, ViT& model, Optimiz
   st.data_batch = h5_attr_int(f, "data_batch");
   st.samples_seen = h5_attr_int(f, "samples_seen");
   st.samples_trained = h5_attr_int(f, "samples_trained");
+  // Older checkpoints lack it: there, every trained sample was a kept one.
+  st.samples_kept = h5_attr_exists(f, "samples_kept") ? h5_attr_int(f, "samples_kept") : st.samples_trained;
   st.teacher_forwards = h5_attr_int(f, "teacher_forwards");
   st.bad_steps = h5_attr_int(f, "bad_steps");
   st.train_seconds = h5_attr_double(f, "train_seconds");

@@ -23,7 +23,8 @@
 //   model_heads, model_mlp_ratio, model_classes, model_dist_token,
 //   has_state; with state also: seed, global_batch (samples per step),
 //   data_epoch and data_batch (the data cursor: global batches of data_epoch
-//   already read), samples_seen, samples_trained, teacher_forwards, bad_steps,
+//   already read), samples_seen, samples_trained, samples_kept (samples the
+//   sifting rule kept; read as samples_trained when absent), teacher_forwards, bad_steps,
 //   train_seconds, complete (1 when the schedule has finished).
 // There is no RNG state to save: every random choice (data order,
 // augmentation, sifting) is a counter-based function of (seed, epoch, index).
@@ -63,6 +64,7 @@ struct TrainState {
   int64_t data_epoch = 0;        ///< epoch the data cursor is in (0-based)
   int64_t data_batch = 0;        ///< global batches of data_epoch already read
   int64_t samples_seen = 0, samples_trained = 0;
+  int64_t samples_kept = 0;  ///< samples the sifting rule kept (all of them without sifting)
   int64_t teacher_forwards = 0;  ///< all ranks together
   int64_t bad_steps = 0;         ///< non-finite steps skipped so far
   double train_seconds = 0;      ///< training wall time before this run

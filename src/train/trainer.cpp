@@ -376,11 +376,17 @@ int train_main(const Config& cfg, const std::string& origin) {
   // ---- sifting ---------------------------------------------------------------
   const bool sift_on = cfg.sift_enabled;
   const bool sift_kd = cfg.sift_criterion == "kd" && distill;
+  // scope "teacher": every sample trains the student; the rule picks the ones
+  // that also get the teacher's targets (the others train on their label).
+  const bool sift_teacher = sift_on && distill && cfg.sift_scope == "teacher";
   Sifter sifter(cfg.sift_beta, cfg.sift_history, static_cast<uint64_t>(cfg.run_seed));
   if (sift_on)
-    log0("sifting: beta %.2f (expected kept fraction %.2f), history %lld, from step %lld, criterion %s\n",
+    log0("sifting: beta %.2f (expected kept fraction %.2f), history %lld, from step %lld, criterion %s, "
+         "scope %s\n",
          cfg.sift_beta, 1.0 / (1.0 + cfg.sift_beta), (long long)cfg.sift_history,
-         (long long)cfg.sift_delay, sift_kd ? "kd (teacher on every sample)" : "ce (teacher on kept samples only)");
+         (long long)cfg.sift_delay, sift_kd ? "kd (teacher on every sample)" : "ce (teacher on kept samples only)",
+         sift_teacher ? "teacher (every sample trains; only kept samples get the teacher's targets)"
+                      : "sample (only kept samples train)");
 
   FILE* sift_trace = nullptr;
   if (sift_on && cfg.sift_trace && w.root()) {
@@ -394,7 +400,7 @@ int train_main(const Config& cfg, const std::string& origin) {
   install_preemption_handlers();
   PhaseTimes times;
   int64_t step = 0, bad_steps = 0, bad_run = 0, samples_seen = 0, samples_trained = 0,
-          teacher_forwards = 0;
+          samples_kept = 0, teacher_forwards = 0;
   double test_top1 = -1, prior_train_seconds = 0;
   std::vector<double> top1_per_epoch;
   int64_t epochs_done = 0, start_epoch = 0, start_batch = 0;
@@ -430,6 +436,7 @@ int train_main(const Config& cfg, const std::string& origin) {
     bad_steps = st.bad_steps;
     samples_seen = st.samples_seen;
     samples_trained = st.samples_trained;
+    samples_kept = st.samples_kept;
     teacher_forwards = w.root() ? st.teacher_forwards : 0;  // reported as the sum over ranks
     prior_train_seconds = st.train_seconds;
     top1_per_epoch = st.top1_per_epoch;
@@ -498,19 +505,116 @@ int train_main(const Config& cfg, const std::string& origin) {
     return t;
   };
 
+  // The sifting rule on this rank's samples `indices` with losses `per` [n]
+  // (n may be 0): gathers every rank's (index, loss) pairs, pushes them into
+  // the history in index order, and returns the local rows kept. Collective.
+  auto sift_rows = [&](const std::vector<int64_t>& indices, torch::Tensor per,
+                       int64_t epoch) -> std::vector<int64_t> {
+    const int64_t n = static_cast<int64_t>(indices.size());
+    // Test-only fault injection: VITKD_TEST_SIFT_ZERO_LOSS_RANK=r gives rank r
+    // zero losses, so it keeps (almost) nothing for many batches.
+    if (faults.sift_zero_rank == w.rank && n > 0) per = torch::zeros_like(per);
+    std::vector<double> mine(2 * n);
+    if (n > 0) {
+      const auto pd = per.detach().to(torch::kFloat64).contiguous();
+      for (int64_t i = 0; i < n; ++i) {
+        mine[2 * i] = static_cast<double>(indices[i]);
+        mine[2 * i + 1] = pd.data_ptr<double>()[i];
+      }
+    }
+    // Every rank pushes the same losses in the same order (by sample index).
+    std::vector<double> all = allgatherv(mine);
+    std::vector<std::pair<int64_t, double>> pairs;
+    for (size_t i = 0; i + 1 < all.size(); i += 2) pairs.emplace_back(int64_t(all[i]), all[i + 1]);
+    std::sort(pairs.begin(), pairs.end());
+    std::vector<int64_t> idx;
+    std::vector<double> losses;
+    for (auto& p : pairs) {
+      idx.push_back(p.first);
+      losses.push_back(p.second);
+    }
+    const auto keep = sifter.select(idx, losses, epoch);
+    if (sift_trace)
+      for (size_t i = 0; i < idx.size(); ++i)
+        std::fprintf(sift_trace, "%lld %lld %.9g %d\n", (long long)epoch, (long long)idx[i],
+                     losses[i], int(keep[i]));
+    int64_t kept_global = 0;
+    for (auto k : keep) kept_global += k;
+    window_kept += kept_global;
+    samples_kept += kept_global;
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < n; ++i) {
+      auto it = std::lower_bound(idx.begin(), idx.end(), indices[i]);
+      if (keep[it - idx.begin()]) rows.push_back(i);
+    }
+    return rows;
+  };
+
+  // Scope "teacher": the loss of `take` (n rows, n may be 0), where the rule,
+  // ranking the student's CE from this very forward pass, picks the rows that
+  // get the distillation loss; the others get CE on their label. The teacher
+  // runs on the kept rows only. With every row kept this is exactly the plain
+  // distillation loss. Collective (selection, teacher cache).
+  auto teacher_sifted_loss = [&](const PoolTake& take, int64_t n) -> torch::Tensor {
+    ViTOutput out;
+    torch::Tensor ce;
+    if (n > 0) {
+      ScopedPhase ph(times, Phase::StudentForward);
+      if (faults.slow_rank == w.rank)
+        std::this_thread::sleep_for(std::chrono::milliseconds(faults.slow_ms));
+      AutocastBf16 ac(bf16);
+      out = student->forward(take.x);
+      torch::NoGradGuard ng;
+      ce = teacher_loss_per_sample(out, take.y);
+    }
+    std::vector<int64_t> rows;
+    {
+      ScopedPhase ph(times, Phase::SiftForward);
+      std::vector<int64_t> indices(n);
+      if (n > 0) {
+        const auto ic = take.i.contiguous();
+        std::copy(ic.data_ptr<int64_t>(), ic.data_ptr<int64_t>() + n, indices.begin());
+      }
+      rows = sift_rows(indices, ce, cur_epoch);
+    }
+    const bool every = static_cast<int64_t>(rows.size()) == n;
+    torch::Tensor sel = torch::tensor(rows, torch::kLong);
+    torch::Tensor xk, ik;
+    if (n > 0) {
+      xk = every ? take.x : take.x.index_select(0, sel);
+      ik = every ? take.i : take.i.index_select(0, sel);
+    }
+    const torch::Tensor t = teacher_for(xk, ik);
+    if (n == 0) return torch::Tensor();
+    ScopedPhase ph(times, Phase::StudentForward);
+    AutocastBf16 ac(bf16);
+    if (every) return distill_loss_per_sample(out, t, take.y, dspec).mean();
+    torch::Tensor per = teacher_loss_per_sample(out, take.y);
+    if (!rows.empty()) {
+      ViTOutput kept{out.logits.index_select(0, sel),
+                     out.dist_logits.defined() ? out.dist_logits.index_select(0, sel) : torch::Tensor()};
+      per = per.index_copy(0, sel, distill_loss_per_sample(kept, t, take.y.index_select(0, sel), dspec));
+    }
+    return per.mean();
+  };
+
   // One optimizer step on `n` pooled samples of a global step of `global_n`;
   // `need_teacher`: the pooled samples carry no teacher logits yet (the same
   // on every rank).
-  auto train_step = [&](int64_t n, int64_t global_n, bool need_teacher) {
+  // `teacher_sift`: scope "teacher" sifting picks the rows that get the
+  // teacher (teacher_sifted_loss).
+  auto train_step = [&](int64_t n, int64_t global_n, bool need_teacher, bool teacher_sift = false) {
     PoolTake take = pool.take(n);
     const double weight = global_n > 0 ? double(n) * w.size / double(global_n) : 0.0;
-    if (need_teacher) {
+    torch::Tensor loss;
+    if (teacher_sift) {
+      loss = teacher_sifted_loss(take, n);
+    } else if (need_teacher) {
       auto t = teacher_for(take.x, take.i);
       if (n > 0) take.t = t;
     }
     if (n > 0) {
-      torch::Tensor loss;
-      {
+      if (!loss.defined()) {
         ScopedPhase ph(times, Phase::StudentForward);
         // Test-only fault injection (train/preempt.hpp): a straggler rank.
         if (faults.slow_rank == w.rank)
@@ -572,7 +676,6 @@ int train_main(const Config& cfg, const std::string& origin) {
     last_global = b->global_size;
     if (!sifting) {
       pool.add(x, y, torch::Tensor(), idx_t);
-      window_kept += b->global_size;
       return true;
     }
     // Selection pass (no grad): per-sample losses of every rank's samples.
@@ -587,38 +690,7 @@ int train_main(const Config& cfg, const std::string& origin) {
       per = sift_kd ? distill_loss_per_sample(out, t_logits, y, dspec)
                     : cross_entropy_per_sample(out.prediction(), y);
     }
-    // Test-only fault injection: VITKD_TEST_SIFT_ZERO_LOSS_RANK=r gives rank r
-    // zero losses, so it keeps (almost) nothing for many batches.
-    if (faults.sift_zero_rank == w.rank && n > 0) per = torch::zeros_like(per);
-    std::vector<double> mine(2 * n);
-    for (int64_t i = 0; i < n; ++i) {
-      mine[2 * i] = static_cast<double>(b->indices[i]);
-      mine[2 * i + 1] = per[i].item<double>();
-    }
-    // Every rank pushes the same losses in the same order (by sample index).
-    std::vector<double> all = allgatherv(mine);
-    std::vector<std::pair<int64_t, double>> pairs;
-    for (size_t i = 0; i + 1 < all.size(); i += 2) pairs.emplace_back(int64_t(all[i]), all[i + 1]);
-    std::sort(pairs.begin(), pairs.end());
-    std::vector<int64_t> idx;
-    std::vector<double> losses;
-    for (auto& p : pairs) {
-      idx.push_back(p.first);
-      losses.push_back(p.second);
-    }
-    const auto keep = sifter.select(idx, losses, b->epoch);
-    if (sift_trace)
-      for (size_t i = 0; i < idx.size(); ++i)
-        std::fprintf(sift_trace, "%lld %lld %.9g %d\n", (long long)b->epoch, (long long)idx[i],
-                     losses[i], int(keep[i]));
-    int64_t kept_global = 0;
-    for (auto k : keep) kept_global += k;
-    window_kept += kept_global;
-    std::vector<int64_t> rows;
-    for (int64_t i = 0; i < n; ++i) {
-      auto it = std::lower_bound(idx.begin(), idx.end(), b->indices[i]);
-      if (keep[it - idx.begin()]) rows.push_back(i);
-    }
+    const std::vector<int64_t> rows = sift_rows(b->indices, per, b->epoch);
     if (!rows.empty()) {
       auto sel = torch::tensor(rows, torch::kLong);
       pool.add(x.index_select(0, sel), y.index_select(0, sel),
@@ -647,6 +719,7 @@ int train_main(const Config& cfg, const std::string& origin) {
     st.data_batch = data_batch;
     st.samples_seen = samples_seen;
     st.samples_trained = samples_trained;
+    st.samples_kept = samples_kept;
     st.teacher_forwards = allreduce_sum(teacher_forwards);
     st.bad_steps = bad_steps;
     st.train_seconds = prior_train_seconds + seconds_since(t_train);
@@ -674,14 +747,19 @@ int train_main(const Config& cfg, const std::string& origin) {
       if (faults.kill_rank == w.rank && faults.kill_step == step) std::raise(SIGKILL);  // test-only
       times.next_step();
       const auto t_step = Clock::now();
-      const int64_t seen_before = samples_seen, trained_before = samples_trained;
+      const int64_t seen_before = samples_seen, trained_before = samples_trained, kept_before = samples_kept;
       bool preempt = false;
       const bool sifting = sift_on && step >= cfg.sift_delay;
-      if (!sifting) {
-        // Plain data parallelism: each step trains on exactly one global batch.
+      if (!sifting || sift_teacher) {
+        // Plain data parallelism: each step trains on exactly one global batch
+        // (with scope "teacher", the rule picks who gets the teacher within it).
         exhausted = !fill_once(false);
         if (exhausted) break;
-        train_step(pool.size(), last_global, distill);
+        if (!sifting) {
+          samples_kept += last_global;
+          window_kept += last_global;
+        }
+        train_step(pool.size(), last_global, distill, sifting);
       } else {
         // Kept samples accumulate until every rank has a full batch; all
         // ranks decide together (an allreduce), so none can wait alone.
@@ -718,7 +796,7 @@ int train_main(const Config& cfg, const std::string& origin) {
         m.loss = ls[1] > 0 ? ls[0] / ls[1] : NAN;
         m.lr = lr;
         m.kept_fraction = samples_seen > seen_before
-                              ? double(samples_trained - trained_before) / double(samples_seen - seen_before)
+                              ? double(samples_kept - kept_before) / double(samples_seen - seen_before)
                               : 1.0;
         const double wall = seconds_since(t_step);
         m.images_per_second = wall > 0 ? double(samples_trained - trained_before) / wall : 0.0;
@@ -823,7 +901,9 @@ int train_main(const Config& cfg, const std::string& origin) {
         .set("mfu_bf16", flops_per_sample * ips / (ceiling * threads * w.size))
         .set("flops_per_sample", flops_per_sample)
         .set("gemm_bf16_flops_per_core", ceiling)
-        .set("kept_fraction", samples_seen ? double(samples_trained) / samples_seen : 0.0)
+        .set("samples_kept", samples_kept)
+        .set("kept_fraction", samples_seen ? double(samples_kept) / samples_seen : 0.0)
+        .set("sift_scope", sift_on ? cfg.sift_scope : std::string("off"))
         .set("teacher_forwards", teacher_forwards_total)
         .set("teacher_parameters", distill ? teacher->parameters() : int64_t(0))
         .set("optimizer_bytes_per_rank", opt.state_bytes())
