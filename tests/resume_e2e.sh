@@ -2,7 +2,8 @@
 # Checkpoint and resume at NP ranks (issue 5):
 #   1. bit-exact resume: N steps in one run == k steps, preemption (exit 75),
 #      N-k more; with sifting (ce), and distilling with kd sifting (pooled
-#      teacher logits), so the sift history and sample pool are covered;
+#      teacher logits), so the sift history and sample pool are covered, and
+#      distilling with scope "teacher" sifting (history and kept count);
 #   2. resharded resume: written at another rank count, resumed at NP;
 #   3. atomicity: a rank SIGKILLed halfway through a checkpoint write leaves
 #      the previous checkpoint loadable, and resuming from it is still exact;
@@ -70,20 +71,36 @@ with h5py.File("cut/timing.h5", "r") as f:  # the resumed run appended, without 
     s = f["metrics/step"][()]
     assert list(s) == list(range(1, a["steps"] + 1)), s
 PY
-# distillation with kd sifting: the pool carries teacher logits across the stop
+# FULL CUT ARGS...: one run in FULL, and in CUT a run preempted after step 17
+# and resumed; the final checkpoints must be bit-identical.
+preempted_equals_full() {
+  local full=$1 cut=$2
+  shift 2
+  expect 0 "$@" --set run.out_dir="$full"
+  VITKD_TEST_PREEMPT_AT_STEP=17 expect 75 "$@" --set run.out_dir="$cut"
+  expect 0 "$@" --set run.out_dir="$cut"
+  cmp_ckpt "$full/checkpoint.h5" "$cut/checkpoint.h5" --exact
+}
 D=(train tiny.toml --set data.batch_size=$B "${SIFT[@]}" --set run.mode=distill
-   --set teacher.checkpoint=full/checkpoint.h5 --set sift.criterion=kd --set model.dim=8)
-expect 0 "${D[@]}" --set run.out_dir=dfull
-VITKD_TEST_PREEMPT_AT_STEP=17 expect 75 "${D[@]}" --set run.out_dir=dcut
-expect 0 "${D[@]}" --set run.out_dir=dcut
-cmp_ckpt dfull/checkpoint.h5 dcut/checkpoint.h5 --exact
+   --set teacher.checkpoint=full/checkpoint.h5 --set model.dim=8)
+# distillation with kd sifting: the pool carries teacher logits across the stop
+preempted_equals_full dfull dcut "${D[@]}" --set sift.criterion=kd
+# distillation with scope "teacher" sifting: the history and the kept count carry over
+preempted_equals_full tfull tcut "${D[@]}" --set sift.scope=teacher
+"$PYTHON" - <<'PY'
+import json
+a, b = json.load(open("tfull/result.json")), json.load(open("tcut/result.json"))
+for k in ("steps", "samples_seen", "samples_trained", "samples_kept", "teacher_forwards", "kept_fraction"):
+    assert a[k] == b[k], (k, a[k], b[k])
+assert a["samples_kept"] < a["samples_seen"] == a["samples_trained"], a
+PY
 # vitkd inspect summarises the checkpoint and the appended timing log
 "$VITKD" inspect cut/checkpoint.h5 > inspect.txt
 grep -q "vitkd checkpoint" inspect.txt && grep -q "schedule complete" inspect.txt \
   && grep -q "sifting: 64 losses in the history" inspect.txt || { cat inspect.txt; fail "inspect checkpoint"; }
 steps=$("$PYTHON" -c "import json; print(json.load(open('cut/result.json'))['steps'])")
 "$VITKD" inspect cut/timing.h5 | grep -q "at $np rank(s), $steps steps logged" || fail "inspect timing"
-echo "OK 1: bit-exact resume at $np ranks (ce and kd sifting)"
+echo "OK 1: bit-exact resume at $np ranks (ce, kd and scope-teacher sifting)"
 
 # ---- 2. resharded resume: written at another rank count -------------------------
 other=$((np == 3 ? 2 : 3))
