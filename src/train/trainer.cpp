@@ -550,21 +550,17 @@ int train_main(const Config& cfg, const std::string& origin) {
     return rows;
   };
 
-  // Scope "teacher": the loss of `take` (n rows, n may be 0), where the rule,
-  // ranking the student's CE from this very forward pass, picks the rows that
-  // get the distillation loss; the others get CE on their label. The teacher
-  // runs on the kept rows only. With every row kept this is exactly the plain
-  // distillation loss. Collective (selection, teacher cache).
-  auto teacher_sifted_loss = [&](const PoolTake& take, int64_t n) -> torch::Tensor {
-    ViTOutput out;
+  // Scope "teacher": the loss of `take` (n rows, n may be 0) from the
+  // student's output `out`, where the rule, ranking the student's CE from this
+  // very forward pass, picks the rows that get the distillation loss; the
+  // others get CE on their label. The teacher runs on the kept rows only. With
+  // every row kept this is exactly the plain distillation loss. Collective
+  // (selection, teacher cache).
+  auto teacher_sifted_loss = [&](const ViTOutput& out, const PoolTake& take, int64_t n) -> torch::Tensor {
     torch::Tensor ce;
     if (n > 0) {
-      ScopedPhase ph(times, Phase::StudentForward);
-      if (faults.slow_rank == w.rank)
-        std::this_thread::sleep_for(std::chrono::milliseconds(faults.slow_ms));
-      AutocastBf16 ac(bf16);
-      out = student->forward(take.x);
       torch::NoGradGuard ng;
+      AutocastBf16 ac(bf16);
       ce = teacher_loss_per_sample(out, take.y);
     }
     std::vector<int64_t> rows;
@@ -606,25 +602,30 @@ int train_main(const Config& cfg, const std::string& origin) {
   auto train_step = [&](int64_t n, int64_t global_n, bool need_teacher, bool teacher_sift = false) {
     PoolTake take = pool.take(n);
     const double weight = global_n > 0 ? double(n) * w.size / double(global_n) : 0.0;
-    torch::Tensor loss;
-    if (teacher_sift) {
-      loss = teacher_sifted_loss(take, n);
-    } else if (need_teacher) {
+    if (need_teacher && !teacher_sift) {
       auto t = teacher_for(take.x, take.i);
       if (n > 0) take.t = t;
     }
+    ViTOutput out;
     if (n > 0) {
-      if (!loss.defined()) {
-        ScopedPhase ph(times, Phase::StudentForward);
-        // Test-only fault injection (train/preempt.hpp): a straggler rank.
-        if (faults.slow_rank == w.rank)
-          std::this_thread::sleep_for(std::chrono::milliseconds(faults.slow_ms));
-        AutocastBf16 ac(bf16);
-        ViTOutput out = student->forward(take.x);
-        auto per = distill ? distill_loss_per_sample(out, take.t, take.y, dspec)
-                           : teacher_loss_per_sample(out, take.y);
-        loss = per.mean();
-      }
+      ScopedPhase ph(times, Phase::StudentForward);
+      // Test-only fault injection (train/preempt.hpp): a straggler rank.
+      if (faults.slow_rank == w.rank)
+        std::this_thread::sleep_for(std::chrono::milliseconds(faults.slow_ms));
+      AutocastBf16 ac(bf16);
+      out = student->forward(take.x);
+    }
+    torch::Tensor loss;
+    if (teacher_sift) {
+      loss = teacher_sifted_loss(out, take, n);  // collective, also with n == 0
+    } else if (n > 0) {
+      ScopedPhase ph(times, Phase::StudentForward);
+      AutocastBf16 ac(bf16);
+      auto per = distill ? distill_loss_per_sample(out, take.t, take.y, dspec)
+                         : teacher_loss_per_sample(out, take.y);
+      loss = per.mean();
+    }
+    if (n > 0) {
       ScopedPhase ph(times, Phase::Backward);
       opt.begin_backward();
       (loss * weight).backward();
