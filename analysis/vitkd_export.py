@@ -11,7 +11,7 @@ or from Python:
     x = vitkd_export.preprocess(images, meta)      # uint8 [N,H,W,C] -> float [N,C,H,W]
     logits = model(x)                              # [N, classes]
 
-The export directory (see src/io/export.hpp and the README) holds weights.h5
+The export directory (see src/cmd/export.hpp and the README) holds weights.h5
 (/model/<parameter> float32, vitkd's parameter names), model.json (the
 architecture, the input normalization and the class names), reference.h5 (a
 fixed input and vitkd's logits for it, fp32 and bf16) and this loader with

@@ -8,15 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench.hpp"
-#include "config/config.hpp"
-#include "data/dataset.hpp"
-#include "dist/world.hpp"
-#include "io/export.hpp"
+#include "cmd/commands.hpp"
+#include "comm/world.hpp"
 #include "io/h5.hpp"
-#include "io/inspect.hpp"
-#include "train/trainer.hpp"
 #include "util/error.hpp"
+#include "util/strings.hpp"
 
 namespace {
 
@@ -47,34 +43,12 @@ int run(const std::vector<std::string>& args) {
     if (world().root()) std::printf("vitkd %s\n", VITKD_VERSION);
     return kExitOk;
   }
-  if (cmd == "keys") {
-    if (world().root())
-      for (const auto& k : config_keys())
-        std::printf("%-28s %-8s %-16s %s\n", k.name.c_str(), k.type.c_str(), k.def.c_str(),
-                    k.help.c_str());
-    return kExitOk;
-  }
+  if (cmd == "keys") return keys_main(rest);
   if (cmd == "prepare") return prepare_main(rest);
   if (cmd == "inspect") return inspect_main(rest);
   if (cmd == "bench") return bench_main(rest);
   if (cmd == "export") return export_main(rest);
-  if (cmd == "train") {
-    if (rest.empty() || rest[0].rfind("--", 0) == 0)
-      throw UserError("train: missing CONFIG.toml; usage: vitkd train CONFIG.toml [--set section.key=value ...]");
-    std::vector<std::string> overrides;
-    for (size_t i = 1; i < rest.size(); ++i) {
-      if (rest[i] == "--set" && i + 1 < rest.size()) {
-        overrides.push_back(rest[++i]);
-      } else if (rest[i].rfind("--set=", 0) == 0) {
-        overrides.push_back(rest[i].substr(6));
-      } else {
-        throw UserError("train: unexpected argument '" + rest[i] +
-                        "'; usage: vitkd train CONFIG.toml [--set section.key=value ...]");
-      }
-    }
-    const Config cfg = load_config(rest[0], overrides);
-    return train_main(cfg, rest[0]);
-  }
+  if (cmd == "train") return train_command(rest);
   std::vector<std::string> cmds{"train", "prepare", "export", "bench", "inspect", "keys", "version", "help"};
   const std::string n = nearest(cmd, cmds);
   throw UserError("unknown command '" + cmd + "'" + (n.empty() ? "" : " (did you mean '" + n + "'?)") +

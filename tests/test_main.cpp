@@ -5,7 +5,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 #include "io/h5.hpp"
 
 int main(int argc, char** argv) {

@@ -8,8 +8,8 @@
 
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
-#include "dist/comm.hpp"
-#include "dist/world.hpp"
+#include "comm/comm.hpp"
+#include "comm/world.hpp"
 #include "model/vit.hpp"
 #include "optim/zero.hpp"
 

@@ -3,7 +3,7 @@
 //   vit_dump OUT_DIR
 #include <cstdio>
 
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 #include "io/checkpoint.hpp"
 #include "io/h5.hpp"
 

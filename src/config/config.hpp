@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+
 namespace vitkd {
 
 // X(section, key, C++ type, default, help)
@@ -103,8 +104,5 @@ void validate_config(const Config& cfg, const std::string& origin);
 /// The effective configuration as TOML, every key listed (the echo that goes
 /// into the log and the checkpoint; parse_config() of it gives `cfg` back).
 std::string config_to_toml(const Config& cfg);
-
-/// Closest candidate by edit distance (for "did you mean ...?").
-std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
 
 }  // namespace vitkd

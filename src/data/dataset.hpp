@@ -74,8 +74,4 @@ struct SyntheticSpec {
 /// plus noise. Deterministic in the seed.
 void make_synthetic(const SyntheticSpec& spec, DatasetSplit& train, DatasetSplit& test);
 
-/// `vitkd prepare ...` (argv after "prepare"); returns an exit code. Converters run on rank 0
-/// only, except `folder`, which runs on every rank (data/image_folder.hpp).
-int prepare_main(const std::vector<std::string>& args);
-
 }  // namespace vitkd

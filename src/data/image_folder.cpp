@@ -16,7 +16,7 @@
 #include <png.h>
 
 #include "data/dataset.hpp"
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
@@ -239,15 +239,6 @@ Listing unpack(const std::string& s) {
     l.files.push_back(std::move(files));
   }
   return l;
-}
-
-// Rank 0's string on every rank.
-std::string broadcast_string(const std::string& mine) {
-  int64_t n = static_cast<int64_t>(mine.size());
-  broadcast_bytes(&n, sizeof n, 0);
-  std::string s = world().root() ? mine : std::string(static_cast<size_t>(n), '\0');
-  if (n > 0) broadcast_bytes(&s[0], n, 0);
-  return s;
 }
 
 struct Item {

@@ -10,7 +10,7 @@
 
 #include "config/config.hpp"
 #include "data/dataset.hpp"
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 #include "io/checkpoint.hpp"
 #include "model/vit.hpp"
 #include "util/error.hpp"

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
 

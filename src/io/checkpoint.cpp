@@ -11,9 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
+#include "util/test_faults.hpp"
 
 namespace vitkd {
 namespace {
@@ -34,18 +35,12 @@ void write_header(hid_t f, const CheckpointInfo& info) {
   write_model_spec_attrs(f, info.spec);
 }
 
-// Test-only fault injection (documented in README, "Testing"):
-//   VITKD_TEST_CHECKPOINT_FAULT=fail:R  rank R fails halfway through a write
-//   VITKD_TEST_CHECKPOINT_FAULT=kill:R  rank R is killed (SIGKILL) halfway
+// Test-only fault injection (util/test_faults.hpp).
 void maybe_inject_checkpoint_fault() {
-  const char* v = std::getenv("VITKD_TEST_CHECKPOINT_FAULT");
-  if (!v) return;
-  char kind[8] = {0};
-  int r = -1;
-  if (std::sscanf(v, "%7[a-z]:%d", kind, &r) != 2 || r != world().rank) return;
-  if (std::strcmp(kind, "kill") == 0) std::raise(SIGKILL);
+  const TestFaults& f = TestFaults::get();
+  if (f.checkpoint_kill_rank == world().rank) std::raise(SIGKILL);
   // As a failing HDF5 call does (VK_CHECK): no unwinding through collective closes.
-  if (std::strcmp(kind, "fail") == 0)
+  if (f.checkpoint_fail_rank == world().rank)
     die(kExitRuntime, "checkpoint write failed halfway (test-only fault VITKD_TEST_CHECKPOINT_FAULT)");
 }
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 #include "util/error.hpp"
 
 namespace vitkd {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "io/h5.hpp"
-#include "train/timing.hpp"
+#include "util/timing.hpp"
 
 namespace vitkd {
 

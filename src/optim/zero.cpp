@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 
 namespace vitkd {
 
@@ -24,31 +24,29 @@ void ShardedAdamW::begin_backward() {
 int64_t ShardedAdamW::bucket_count() const { return buckets_ ? buckets_->count() : 1; }
 
 double ShardedAdamW::step(const AdamWHyper& h, double clip, PhaseTimes* times) {
-  auto timed = [&](Phase p, auto&& fn) {
-    const auto t0 = Clock::now();
-    fn();
-    if (times) times->add(p, seconds_since(t0));
-  };
   float* grad = sharded_ ? grad_shard_.data_ptr<float>() : flat_.grads.data_ptr<float>();
-  timed(Phase::CommWait, [&] {
+  {
+    ScopedPhase ph(times, Phase::CommWait);
     if (sharded_) {
       buckets_->finish();
     } else {
       allreduce_sum_inplace(grad, flat_.padded);
       flat_.grads.mul_(1.0f / static_cast<float>(world().size));
     }
-  });
+  }
   double norm = 0;
-  timed(Phase::Optimizer, [&] {
+  {
+    ScopedPhase ph(times, Phase::Optimizer);
     const double sq = opt_.grad_sq_norm(grad);
     norm = std::sqrt(sharded_ ? allreduce_sum(sq) : sq);
-    if (!std::isfinite(norm)) return;
+    if (!std::isfinite(norm)) return norm;  // every rank sees the same norm and skips
     const float scale = (clip > 0 && norm > clip) ? static_cast<float>(clip / (norm + 1e-6)) : 1.0f;
     opt_.step(flat_.params.data_ptr<float>() + shard_.offset, grad,
               flat_.decay_mask.data_ptr<float>() + shard_.offset, scale, h);
-  });
-  if (!std::isfinite(norm) || !sharded_) return norm;  // non-finite: every rank skips
-  timed(Phase::AllGather, [&] { comm_.all_gather(flat_.params.data_ptr<float>(), shard_.size); });
+  }
+  if (!sharded_) return norm;
+  ScopedPhase ph(times, Phase::AllGather);
+  comm_.all_gather(flat_.params.data_ptr<float>(), shard_.size);
   return norm;
 }
 

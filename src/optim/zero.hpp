@@ -2,7 +2,7 @@
 // ZeRO stage 1: the optimizer step over sharded state. In the same order on
 // every rank:
 //   1. backward, with bucketed reduce-scatters of the gradients (averaged)
-//      started from autograd hooks as buckets complete (dist/buckets.hpp)
+//      started from autograd hooks as buckets complete (optim/buckets.hpp)
 //   2. wait for the reduce-scatters
 //   3. global gradient norm: the shard's squared norm, one allreduce
 //   4. clip (a scale folded into the update)
@@ -13,11 +13,11 @@
 // the full AdamW state and update on every rank, no all-gather.
 #include <memory>
 
-#include "dist/buckets.hpp"
-#include "dist/comm.hpp"
+#include "optim/buckets.hpp"
+#include "comm/comm.hpp"
 #include "optim/adamw.hpp"
 #include "optim/flat_params.hpp"
-#include "train/timing.hpp"
+#include "util/timing.hpp"
 
 namespace vitkd {
 

@@ -1,8 +1,6 @@
 #include "train/preempt.hpp"
 
 #include <csignal>
-#include <cstdio>
-#include <cstdlib>
 
 namespace vitkd {
 namespace {
@@ -20,24 +18,5 @@ void install_preemption_handlers() {
 }
 
 bool preemption_signalled() { return g_signalled != 0; }
-
-const TestFaults& TestFaults::get() {
-  static const TestFaults f = [] {
-    TestFaults t;
-    long long a = -1, b = -1;
-    if (const char* v = std::getenv("VITKD_TEST_PREEMPT_AT_STEP")) t.preempt_step = std::atoll(v);
-    if (const char* v = std::getenv("VITKD_TEST_KILL_RANK"))
-      if (std::sscanf(v, "%lld:%lld", &a, &b) == 2) t.kill_rank = int(a), t.kill_step = b;
-    if (const char* v = std::getenv("VITKD_TEST_CORRUPT_BATCH")) {
-      b = 1;
-      if (std::sscanf(v, "%lld:%lld", &a, &b) >= 1) t.corrupt_step = a, t.corrupt_count = b;
-    }
-    if (const char* v = std::getenv("VITKD_TEST_SLOW_RANK"))
-      if (std::sscanf(v, "%lld:%lld", &a, &b) == 2) t.slow_rank = int(a), t.slow_ms = int(b);
-    if (const char* v = std::getenv("VITKD_TEST_SIFT_ZERO_LOSS_RANK")) t.sift_zero_rank = std::atoi(v);
-    return t;
-  }();
-  return f;
-}
 
 }  // namespace vitkd

@@ -13,11 +13,11 @@
 #include <csignal>
 #include <thread>
 
-#include "bench/bench.hpp"
+#include "model/gemm_rate.hpp"
 #include "data/augment.hpp"
 #include "data/loader.hpp"
-#include "dist/comm.hpp"
-#include "dist/world.hpp"
+#include "comm/comm.hpp"
+#include "comm/world.hpp"
 #include "distill/loss.hpp"
 #include "distill/teacher.hpp"
 #include "distill/teacher_cache.hpp"
@@ -30,7 +30,8 @@
 #include "optim/zero.hpp"
 #include "sift/sifter.hpp"
 #include "train/preempt.hpp"
-#include "train/timing.hpp"
+#include "util/test_faults.hpp"
+#include "util/timing.hpp"
 #include "util/alloc.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
@@ -208,15 +209,6 @@ double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, bool bf16) {
   correct = allreduce_sum(correct);
   total = allreduce_sum(total);
   return total ? double(correct) / double(total) : 0.0;
-}
-
-// Rank 0's string on every rank.
-std::string broadcast_string(std::string s) {
-  int64_t n = static_cast<int64_t>(s.size());
-  broadcast_bytes(&n, sizeof n, 0);
-  s.resize(n);
-  if (n > 0) broadcast_bytes(&s[0], n, 0);
-  return s;
 }
 
 // The checkpoint to resume from ("" = start fresh), per checkpoint.resume.

@@ -1,6 +1,6 @@
 #pragma once
 // The MPI world: rendezvous, rank layout and the few small collectives the
-// rest of the program needs. Gradient communication lives in dist/comm.hpp.
+// rest of the program needs. Gradient communication lives in comm/comm.hpp.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,6 +33,8 @@ double allreduce_max(double v);
 void allreduce_sum_inplace(float* data, int64_t count);
 void allreduce_sum_inplace(double* data, int64_t count);
 void broadcast_bytes(void* data, int64_t bytes, int root);
+/// Rank 0's string on every rank (the argument is ignored on the others).
+std::string broadcast_string(const std::string& mine);
 int64_t allreduce_min(int64_t v);
 /// Concatenation of every rank's vector, in rank order, on every rank.
 std::vector<double> allgatherv(const std::vector<double>& mine);

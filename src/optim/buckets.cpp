@@ -1,4 +1,4 @@
-#include "dist/buckets.hpp"
+#include "optim/buckets.hpp"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>

@@ -54,7 +54,7 @@ class Communicator {
 std::unique_ptr<Communicator> make_communicator(const std::string& backend);
 
 #ifdef VITKD_HAVE_NCCL
-/// The NCCL backend (dist/nccl_backend.cpp); buffers are device pointers.
+/// The NCCL backend (comm/nccl_backend.cpp); buffers are device pointers.
 /// Throws UserError (one line) when no CUDA device is visible.
 std::unique_ptr<Communicator> make_nccl_communicator();
 /// Number of visible CUDA devices (0 if the driver is missing).

@@ -1,10 +1,10 @@
-#include "dist/comm.hpp"
+#include "comm/comm.hpp"
 
 #include <mpi.h>
 
 #include <cstring>
 
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 #include "util/bf16.hpp"
 #include "util/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "bench/bench.hpp"
+#include "cmd/commands.hpp"
 
 #include <mpi.h>
 
@@ -7,38 +7,16 @@
 #include <cstdio>
 #include <map>
 
-#include "dist/comm.hpp"
-#include "dist/world.hpp"
+#include "comm/comm.hpp"
+#include "comm/world.hpp"
 #include "io/json.hpp"
 #include "model/gelu.hpp"
-#include "train/timing.hpp"
+#include "model/gemm_rate.hpp"
+#include "util/timing.hpp"
 #include "util/error.hpp"
 
 namespace vitkd {
 namespace {
-
-// Milliseconds per call of fn, repeated for about `seconds` after one warm-up call.
-template <class Fn>
-double ms_per_call(Fn&& fn, double seconds) {
-  fn();
-  int64_t iters = 0;
-  const auto t0 = Clock::now();
-  double dt = 0;
-  do {
-    fn();
-    ++iters;
-    dt = seconds_since(t0);
-  } while (dt < seconds);
-  return dt / iters * 1e3;
-}
-
-// FLOP/s of C[m,n] = A[m,k] B[k,n] in `dtype`, repeated for about `seconds`.
-double gemm_rate(int64_t m, int64_t k, int64_t n, torch::ScalarType dtype, double seconds) {
-  auto a = torch::randn({m, k}).to(dtype), b = torch::randn({k, n}).to(dtype);
-  auto c = torch::matmul(a, b);  // oneDNN kernel creation happens here, untimed
-  const double ms = ms_per_call([&] { torch::matmul_out(c, a, b); }, seconds);
-  return 2.0 * m * k * n / (ms * 1e-3);
-}
 
 int64_t flag(const std::map<std::string, std::string>& f, const char* k, int64_t def) {
   auto it = f.find(k);
@@ -148,10 +126,6 @@ int bench_comm(const std::map<std::string, std::string>& f) {
 }
 
 }  // namespace
-
-double measure_gemm_bf16_flops(double seconds) {
-  return gemm_rate(2048, 2048, 2048, torch::kBFloat16, seconds);
-}
 
 int bench_main(const std::vector<std::string>& args) {
   const char* usage =

@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "dist/comm.hpp"
+#include "comm/comm.hpp"
 #include "optim/flat_params.hpp"
 
 namespace vitkd {

@@ -1,14 +1,14 @@
-#include "io/inspect.hpp"
+#include "cmd/commands.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
 
 #include "data/dataset.hpp"
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 #include "io/checkpoint.hpp"
 #include "io/h5.hpp"
-#include "train/timing.hpp"
+#include "util/timing.hpp"
 #include "util/error.hpp"
 
 namespace vitkd {

@@ -42,7 +42,4 @@ struct EmbeddedFile {
 };
 const std::vector<EmbeddedFile>& python_loader_files();
 
-/// `vitkd export ...` (argv after "export"). Runs on rank 0; returns an exit code.
-int export_main(const std::vector<std::string>& args);
-
 }  // namespace vitkd

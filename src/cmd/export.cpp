@@ -1,4 +1,5 @@
-#include "io/export.hpp"
+#include "cmd/export.hpp"
+#include "cmd/commands.hpp"
 
 #include <unistd.h>
 
@@ -10,7 +11,7 @@
 
 #include "config/config.hpp"
 #include "data/dataset.hpp"
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 #include "io/checkpoint.hpp"
 #include "io/h5.hpp"
 #include "io/json.hpp"

@@ -1,6 +1,6 @@
 #pragma once
 // VK_CHECK(CUDA, call) and VK_CHECK(NCCL, call) for the NCCL backend
-// (util/error.hpp). Included only by dist/nccl_backend.cpp, the one
+// (util/error.hpp). Included only by comm/nccl_backend.cpp, the one
 // translation unit compiled against the CUDA runtime and NCCL.
 #include <cuda_runtime.h>
 #include <nccl.h>

@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/comm.hpp"
-#include "dist/nccl_check.hpp"
-#include "dist/world.hpp"
+#include "comm/comm.hpp"
+#include "comm/nccl_check.hpp"
+#include "comm/world.hpp"
 #include "util/error.hpp"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 10, 0)

@@ -1,4 +1,4 @@
-#include "dist/world.hpp"
+#include "comm/world.hpp"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -96,6 +96,14 @@ void allreduce_sum_inplace(double* data, int64_t count) {
 }
 void broadcast_bytes(void* data, int64_t bytes, int root) {
   VK_CHECK(MPI, MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
+}
+
+std::string broadcast_string(const std::string& mine) {
+  int64_t n = static_cast<int64_t>(mine.size());
+  broadcast_bytes(&n, sizeof n, 0);
+  std::string s = world().root() ? mine : std::string(static_cast<size_t>(n), '\0');
+  if (n > 0) broadcast_bytes(&s[0], n, 0);
+  return s;
 }
 std::vector<double> allgather(double v) {
   std::vector<double> out(g_world.size);

@@ -41,16 +41,38 @@ struct PhaseTimes {
   void next_step() { step.fill(0.0); }
 };
 
-/// Times a scope into one phase.
+/// Times a scope into one phase; with a null `t` it times nothing (callers
+/// whose caller may not want timings pass the pointer through).
 class ScopedPhase {
  public:
-  ScopedPhase(PhaseTimes& t, Phase p) : t_(t), p_(p), t0_(Clock::now()) {}
-  ~ScopedPhase() { t_.add(p_, seconds_since(t0_)); }
+  ScopedPhase(PhaseTimes* t, Phase p) : t_(t), p_(p), t0_(Clock::now()) {}
+  ScopedPhase(PhaseTimes& t, Phase p) : ScopedPhase(&t, p) {}
+  ScopedPhase(const ScopedPhase&) = delete;
+  ScopedPhase& operator=(const ScopedPhase&) = delete;
+  ~ScopedPhase() {
+    if (t_) t_->add(p_, seconds_since(t0_));
+  }
 
  private:
-  PhaseTimes& t_;
+  PhaseTimes* t_;
   Phase p_;
   Clock::time_point t0_;
 };
+
+/// Milliseconds per call of fn, repeated for about `seconds` after one untimed
+/// warm-up call (benchmarks).
+template <class Fn>
+double ms_per_call(Fn&& fn, double seconds) {
+  fn();
+  int64_t iters = 0;
+  const auto t0 = Clock::now();
+  double dt = 0;
+  do {
+    fn();
+    ++iters;
+    dt = seconds_since(t0);
+  } while (dt < seconds);
+  return dt / iters * 1e3;
+}
 
 }  // namespace vitkd

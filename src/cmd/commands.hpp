@@ -1,0 +1,23 @@
+#pragma once
+// vitkd's subcommands: each a thin layer over the libraries below it, taking
+// the arguments after its name and returning the process exit code
+// (util/error.hpp: kExitOk, kExitUser, ...). main.cpp dispatches to them.
+#include <string>
+#include <vector>
+
+namespace vitkd {
+
+/// `vitkd train CONFIG.toml [--set section.key=value ...]` (cmd/train.cpp)
+int train_command(const std::vector<std::string>& args);
+/// `vitkd prepare fashion-mnist|synthetic|folder ...` (cmd/prepare.cpp)
+int prepare_main(const std::vector<std::string>& args);
+/// `vitkd export CHECKPOINT.h5 --out DIR ...` (cmd/export.cpp; layout in cmd/export.hpp)
+int export_main(const std::vector<std::string>& args);
+/// `vitkd inspect FILE.h5`: a summary of a dataset, checkpoint or timing log (cmd/inspect.cpp)
+int inspect_main(const std::vector<std::string>& args);
+/// `vitkd bench gemm|ops|comm ...`: this machine's ceilings (cmd/bench.cpp)
+int bench_main(const std::vector<std::string>& args);
+/// `vitkd keys`: every configuration key, its type, default and meaning (cmd/train.cpp)
+int keys_main(const std::vector<std::string>& args);
+
+}  // namespace vitkd
