@@ -15,6 +15,7 @@
 #include "io/checkpoint.hpp"
 #include "io/h5.hpp"
 #include "io/json.hpp"
+#include "model/fits_data.hpp"
 #include "model/vit.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
@@ -96,12 +97,9 @@ int export_main(const std::vector<std::string>& args) {
   DatasetMeta meta;
   std::string note;
   const bool have_data = find_dataset(info, ckpt, data, meta, note);
-  if (have_data && (meta.height != s.image_size || meta.channels != s.channels ||
-                    meta.num_classes != s.classes))
-    throw UserError("export: dataset " + meta.path + " (" + std::to_string(meta.height) + "x" +
-                    std::to_string(meta.width) + "x" + std::to_string(meta.channels) + ", " +
-                    std::to_string(meta.num_classes) + " classes) does not fit the model in " + ckpt +
-                    " (" + s.describe() + "); pass --data with the dataset it was trained on");
+  if (have_data)
+    check_spec_fits_data(s, meta, "export: the model in " + ckpt, "",
+                         "pass --data with the dataset it was trained on");
 
   if (world().root()) {
     if (!make_dirs(out_dir))
@@ -162,17 +160,11 @@ int export_main(const std::vector<std::string>& args) {
       JsonObject j;
       j.set("format", kExportFormat)
           .set("format_version", kExportVersion)
-          .set("vitkd_version", VITKD_VERSION)
-          .set("image_size", s.image_size)
-          .set("channels", s.channels)
-          .set("patch", s.patch)
-          .set("dim", s.dim)
-          .set("depth", s.depth)
-          .set("heads", s.heads)
-          .set("mlp_ratio", s.mlp_ratio)
-          .set("mlp_hidden", s.mlp_hidden())
-          .set("classes", s.classes)
-          .set("dist_token", s.dist_token)
+          .set("vitkd_version", VITKD_VERSION);
+#define VITKD_JSON(type, name, def, meaning) j.set(#name, s.name);
+      VITKD_MODEL_SPEC_FIELDS(VITKD_JSON)
+#undef VITKD_JSON
+      j.set("mlp_hidden", s.mlp_hidden())
           .set("parameters", s.parameter_count())
           .set("input", "float32 [N, channels, image_size, image_size] = (pixel/255 - mean[c]) / std[c]")
           .set("output", s.dist_token ? "logits [N, classes]: mean of the class and distillation heads"

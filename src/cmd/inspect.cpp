@@ -8,7 +8,7 @@
 #include "comm/world.hpp"
 #include "io/checkpoint.hpp"
 #include "io/h5.hpp"
-#include "util/timing.hpp"
+#include "io/timing_log.hpp"
 #include "util/error.hpp"
 
 namespace vitkd {
@@ -148,7 +148,7 @@ int inspect_main(const std::vector<std::string>& args) {
   if (!world().root()) return kExitOk;
   if (format == kDatasetFormat) inspect_dataset(path);
   else if (format == kCheckpointFormat) inspect_checkpoint(path);
-  else if (format == "vitkd-timing") inspect_timing(path);
+  else if (format == kTimingH5.name) inspect_timing(path);
   else inspect_other(path);
   return kExitOk;
 }

@@ -76,15 +76,7 @@ DatasetMeta validate_dataset(const std::string& path) {
       throw UserError(path + ": missing attribute '/" + std::string(name) +
                       "' (not a vitkd dataset?); create the file with `vitkd prepare`");
   };
-  need_attr("format");
-  if (h5_attr_string(f, "format") != kDatasetFormat)
-    throw UserError(path + ": attribute /format is '" + h5_attr_string(f, "format") +
-                    "', expected '" + kDatasetFormat + "'");
-  need_attr("format_version");
-  if (h5_attr_int(f, "format_version") != kDatasetVersion)
-    throw UserError(path + ": dataset format version " +
-                    std::to_string(h5_attr_int(f, "format_version")) + " is not supported (this vitkd reads version " +
-                    std::to_string(kDatasetVersion) + "); re-create it with `vitkd prepare`");
+  h5_require_format(f, path, kDatasetH5);
   need_attr("class_names");
   m.class_names = h5_attr_strings(f, "class_names");
   m.num_classes = static_cast<int64_t>(m.class_names.size());
@@ -122,8 +114,7 @@ void channel_mean_std(const std::vector<double>& sum, const std::vector<double>&
 namespace {
 void write_root_attrs(hid_t f, const std::vector<std::string>& class_names,
                       const std::vector<double>& mean, const std::vector<double>& sd) {
-  h5_attr_write(f, "format", std::string(kDatasetFormat));
-  h5_attr_write(f, "format_version", kDatasetVersion);
+  h5_write_format(f, kDatasetH5);
   h5_attr_write(f, "class_names", class_names);
   h5_attr_write(f, "mean", mean);
   h5_attr_write(f, "std", sd);

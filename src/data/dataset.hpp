@@ -15,10 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "io/h5.hpp"
+
 namespace vitkd {
 
 constexpr const char* kDatasetFormat = "vitkd-dataset";
 constexpr int64_t kDatasetVersion = 1;
+constexpr H5Format kDatasetH5{kDatasetFormat, kDatasetVersion, "dataset",
+                              "create the file with `vitkd prepare`"};
 
 /// What a validated dataset file holds (no pixel data).
 struct DatasetMeta {

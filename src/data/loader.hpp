@@ -90,7 +90,6 @@ class Loader {
 
  private:
   void run();
-  void stop_epoch();
 
   DatasetMeta meta_;
   LoaderOptions opt_;

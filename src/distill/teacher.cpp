@@ -12,6 +12,7 @@
 #include "data/dataset.hpp"
 #include "comm/world.hpp"
 #include "io/checkpoint.hpp"
+#include "model/fits_data.hpp"
 #include "model/vit.hpp"
 #include "util/error.hpp"
 #include "util/torch_compat.hpp"
@@ -46,18 +47,7 @@ class CheckpointTeacher : public Teacher {
     info_ = read_checkpoint_info(path);
     const ModelSpec& s = info_.spec;
     const std::string who = "teacher checkpoint " + path;
-    if (s.image_size != m.height)
-      throw UserError(who + ": image_size = " + std::to_string(s.image_size) + " but the images in " +
-                      m.path + " are " + std::to_string(m.height) + "x" + std::to_string(m.width) +
-                      "; distill on the data the teacher was trained for");
-    if (s.channels != m.channels)
-      throw UserError(who + ": channels = " + std::to_string(s.channels) + " but " + m.path +
-                      " has " + std::to_string(m.channels) +
-                      " channels; distill on the data the teacher was trained for");
-    if (s.classes != m.num_classes)
-      throw UserError(who + ": classes = " + std::to_string(s.classes) + " but " + m.path + " has " +
-                      std::to_string(m.num_classes) +
-                      " classes; use a teacher trained on this dataset's classes");
+    check_spec_fits_data(s, m, who, "", "distill on the data the teacher was trained for");
     model_ = ViT(s);
     load_checkpoint_weights(path, model_);
     model_->eval();

@@ -10,7 +10,8 @@
 
 namespace vitkd {
 
-constexpr const char* kLogitsFormat = "vitkd-teacher-logits";
+constexpr H5Format kLogitsH5{"vitkd-teacher-logits", 1, "teacher cache",
+                             "delete it; the next run recomputes it"};
 
 TeacherCache::TeacherCache(int64_t n, int64_t classes, std::string teacher, std::string dataset)
     : n_(n), k_(classes), teacher_(std::move(teacher)), dataset_(std::move(dataset)),
@@ -57,8 +58,7 @@ bool TeacherCache::save(const std::string& path) const {
   {
     H5Lock lock(h5_mutex());
     H5Obj f = h5_create(tmp);
-    h5_attr_write(f, "format", std::string(kLogitsFormat));
-    h5_attr_write(f, "format_version", int64_t(1));
+    h5_write_format(f, kLogitsH5);
     h5_attr_write(f, "dataset", dataset_);
     h5_attr_write(f, "train_size", n_);
     h5_attr_write(f, "classes", k_);
@@ -76,7 +76,7 @@ std::string TeacherCache::load(const std::string& path) {
   H5Lock lock(h5_mutex());
   try {
     H5Obj f = h5_open_read(path, "teacher cache");
-    if (h5_attr_string(f, "format") != kLogitsFormat || h5_attr_int(f, "train_size") != n_ ||
+    if (h5_attr_string(f, "format") != kLogitsH5.name || h5_attr_int(f, "train_size") != n_ ||
         h5_attr_int(f, "classes") != k_ || h5_attr_string(f, "teacher") != teacher_ ||
         h5_attr_string(f, "dataset") != dataset_)
       return "teacher cache: " + path + " belongs to another teacher or dataset; starting empty "

@@ -22,8 +22,7 @@ namespace {
 // Root attributes shared by every checkpoint (identical on every rank, as
 // parallel HDF5 needs for attribute writes).
 void write_header(hid_t f, const CheckpointInfo& info) {
-  h5_attr_write(f, "format", std::string(kCheckpointFormat));
-  h5_attr_write(f, "format_version", kCheckpointVersion);
+  h5_write_format(f, kCheckpointH5);
   h5_attr_write(f, "vitkd_version", std::string(VITKD_VERSION));
   h5_attr_write(f, "step", info.step);
   h5_attr_write(f, "epoch", info.epoch);
@@ -90,16 +89,20 @@ bool file_exists(const std::string& p) {
 
 }  // namespace
 
+namespace {
+// Model-spec attribute values: bool is stored as an int64 0/1.
+void put_attr(hid_t f, const std::string& n, int64_t v) { h5_attr_write(f, n, v); }
+void put_attr(hid_t f, const std::string& n, double v) { h5_attr_write(f, n, v); }
+void put_attr(hid_t f, const std::string& n, bool v) { h5_attr_write(f, n, int64_t(v)); }
+void get_attr(hid_t f, const std::string& n, int64_t& v) { v = h5_attr_int(f, n); }
+void get_attr(hid_t f, const std::string& n, double& v) { v = h5_attr_double(f, n); }
+void get_attr(hid_t f, const std::string& n, bool& v) { v = h5_attr_int(f, n) != 0; }
+}  // namespace
+
 void write_model_spec_attrs(hid_t f, const ModelSpec& s) {
-  h5_attr_write(f, "model_image_size", s.image_size);
-  h5_attr_write(f, "model_channels", s.channels);
-  h5_attr_write(f, "model_patch", s.patch);
-  h5_attr_write(f, "model_dim", s.dim);
-  h5_attr_write(f, "model_depth", s.depth);
-  h5_attr_write(f, "model_heads", s.heads);
-  h5_attr_write(f, "model_mlp_ratio", s.mlp_ratio);
-  h5_attr_write(f, "model_classes", s.classes);
-  h5_attr_write(f, "model_dist_token", static_cast<int64_t>(s.dist_token));
+#define VITKD_PUT(type, name, def, meaning) put_attr(f, "model_" #name, s.name);
+  VITKD_MODEL_SPEC_FIELDS(VITKD_PUT)
+#undef VITKD_PUT
 }
 
 void write_model_weights(hid_t f, ViT& model) {
@@ -262,21 +265,12 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
       throw UserError(path + ": missing attribute '/" + std::string(a) +
                       "' (not a vitkd checkpoint?); point at a checkpoint.h5 written by vitkd train");
   };
-  need("format");
-  if (h5_attr_string(f, "format") != kCheckpointFormat)
-    throw UserError(path + ": not a vitkd checkpoint (attribute /format is '" +
-                    h5_attr_string(f, "format") + "', expected '" + kCheckpointFormat +
-                    "'); point at a checkpoint.h5 written by vitkd train");
-  need("format_version");
-  if (h5_attr_int(f, "format_version") != kCheckpointVersion)
-    throw UserError(path + ": checkpoint format version " +
-                    std::to_string(h5_attr_int(f, "format_version")) + " is not supported (expected " +
-                    std::to_string(kCheckpointVersion) + ")");
+  h5_require_format(f, path, kCheckpointH5);
   CheckpointInfo info;
-  for (const char* a : {"step", "epoch", "world_size", "mode", "config", "model_image_size",
-                        "model_channels", "model_patch", "model_dim", "model_depth", "model_heads",
-                        "model_mlp_ratio", "model_classes", "model_dist_token"})
-    need(a);
+  for (const char* a : {"step", "epoch", "world_size", "mode", "config"}) need(a);
+#define VITKD_NEED(type, name, def, meaning) need("model_" #name);
+  VITKD_MODEL_SPEC_FIELDS(VITKD_NEED)
+#undef VITKD_NEED
   info.step = h5_attr_int(f, "step");
   info.epoch = h5_attr_int(f, "epoch");
   info.world_size = h5_attr_int(f, "world_size");
@@ -285,15 +279,9 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   if (h5_attr_exists(f, "test_top1")) info.test_top1 = h5_attr_double(f, "test_top1");
   info.has_state = h5_attr_exists(f, "has_state") && h5_attr_int(f, "has_state") != 0;
   ModelSpec& s = info.spec;
-  s.image_size = h5_attr_int(f, "model_image_size");
-  s.channels = h5_attr_int(f, "model_channels");
-  s.patch = h5_attr_int(f, "model_patch");
-  s.dim = h5_attr_int(f, "model_dim");
-  s.depth = h5_attr_int(f, "model_depth");
-  s.heads = h5_attr_int(f, "model_heads");
-  s.mlp_ratio = h5_attr_double(f, "model_mlp_ratio");
-  s.classes = h5_attr_int(f, "model_classes");
-  s.dist_token = h5_attr_int(f, "model_dist_token") != 0;
+#define VITKD_GET(type, name, def, meaning) get_attr(f, "model_" #name, s.name);
+  VITKD_MODEL_SPEC_FIELDS(VITKD_GET)
+#undef VITKD_GET
   if (s.image_size < 1 || s.channels < 1 || s.patch < 1 || s.image_size % s.patch != 0 ||
       s.dim < 1 || s.depth < 1 || s.heads < 1 || s.dim % s.heads != 0 || !(s.mlp_ratio > 0) ||
       s.classes < 2)

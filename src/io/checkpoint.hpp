@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "io/h5.hpp"
 #include "model/vit.hpp"
 #include "optim/flat_params.hpp"
 
@@ -48,6 +49,8 @@ namespace vitkd {
 
 constexpr const char* kCheckpointFormat = "vitkd-checkpoint";
 constexpr int64_t kCheckpointVersion = 1;
+constexpr H5Format kCheckpointH5{kCheckpointFormat, kCheckpointVersion, "checkpoint",
+                                 "point at a checkpoint.h5 written by vitkd train"};
 
 struct CheckpointInfo {
   ModelSpec spec;

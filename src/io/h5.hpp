@@ -109,6 +109,19 @@ void h5_attr_write(hid_t loc, const std::string& name, double value);
 void h5_attr_write(hid_t loc, const std::string& name, const std::vector<double>& value);
 void h5_attr_write(hid_t loc, const std::string& name, const std::vector<std::string>& value);
 bool h5_attr_exists(hid_t loc, const std::string& name);
+
+/// The header every vitkd HDF5 file carries: root attributes `format` (a name)
+/// and `format_version`. Written by h5_write_format; h5_require_format checks
+/// both and throws UserError "PATH: not a vitkd WHAT (...); FIX" or
+/// "PATH: WHAT format version N is not supported (this vitkd reads M); FIX".
+struct H5Format {
+  const char* name;     ///< e.g. "vitkd-checkpoint"
+  int64_t version;      ///< the only version this build reads and writes
+  const char* what;     ///< e.g. "checkpoint", for messages
+  const char* fix;      ///< what the user should do with a wrong file
+};
+void h5_write_format(hid_t file, const H5Format& fmt);
+void h5_require_format(hid_t file, const std::string& path, const H5Format& fmt);
 std::string h5_attr_string(hid_t loc, const std::string& name);
 int64_t h5_attr_int(hid_t loc, const std::string& name);
 double h5_attr_double(hid_t loc, const std::string& name);

@@ -88,7 +88,7 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
     if (w.root() && access(path.c_str(), F_OK) == 0) {
       try {
         H5Obj old = h5_open_read(path, "timing log");
-        if (h5_attr_string(old, "format") == "vitkd-timing" &&
+        if (h5_attr_string(old, "format") == kTimingH5.name &&
             h5_attr_int(old, "world_size") == w.size) {
           // Keep the rows of steps up to the checkpoint (a killed run may
           // have logged steps after it, and may have died mid-append).
@@ -119,8 +119,7 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
   }
   file_ = h5_create_parallel(path);
   // Attributes are collective metadata: every rank writes the same values.
-  h5_attr_write(file_, "format", std::string("vitkd-timing"));
-  h5_attr_write(file_, "format_version", int64_t(1));
+  h5_write_format(file_, kTimingH5);
   h5_attr_write(file_, "world_size", int64_t(w.size));
   std::vector<char> mine(256, 0), all(256 * w.size);
   std::snprintf(mine.data(), mine.size(), "%s", w.host.c_str());

@@ -24,13 +24,16 @@
 
 namespace vitkd {
 
+constexpr H5Format kTimingH5{"vitkd-timing", 1, "timing log",
+                             "point at the timing.h5 that vitkd train writes in run.out_dir"};
+
 struct TimingLogAttrs {
   std::string mode, model;
   int64_t parameters = 0, teacher_parameters = 0, bytes_per_rank = 0, threads_per_rank = 1;
   double flops_per_sample = 0, gemm_bf16_flops_per_core = 0;
 };
 
-/// One step's global metrics (the same on every rank).
+/// One step's global metrics (the same on every rank; counters summed over ranks).
 struct StepMetrics {
   int64_t step = 0, epoch = 0, samples_seen = 0, samples_trained = 0, teacher_forwards = 0;
   double loss = 0, lr = 0, kept_fraction = 1, images_per_second = 0;

@@ -16,17 +16,26 @@
 
 namespace vitkd {
 
-/// Architecture of one ViT. Sizes in pixels / features.
+// The fields of ModelSpec, written once: X(C++ type, name, default, meaning).
+// The configuration keys model.<name> (train/setup.cpp), the checkpoint and
+// export attributes model_<name> (io/checkpoint.cpp) and the export's
+// model.json (cmd/export.cpp) are generated from this list.
+#define VITKD_MODEL_SPEC_FIELDS(X)                                        \
+  X(int64_t, image_size, 28, "input H = W in pixels")                     \
+  X(int64_t, channels, 1, "input channels C")                             \
+  X(int64_t, patch, 4, "patch side p in pixels; divides image_size")      \
+  X(int64_t, dim, 192, "embedding width D")                               \
+  X(int64_t, depth, 6, "transformer blocks")                              \
+  X(int64_t, heads, 3, "attention heads; divide D")                       \
+  X(double, mlp_ratio, 4.0, "MLP hidden width M = round(D * mlp_ratio)")  \
+  X(int64_t, classes, 10, "classes K")                                    \
+  X(bool, dist_token, false, "DeiT distillation token and head")
+
+/// Architecture of one ViT. Sizes in pixels / features (VITKD_MODEL_SPEC_FIELDS).
 struct ModelSpec {
-  int64_t image_size = 28;  ///< input H = W
-  int64_t channels = 1;     ///< input C
-  int64_t patch = 4;        ///< patch side p; divides image_size
-  int64_t dim = 192;        ///< embedding width D
-  int64_t depth = 6;        ///< transformer blocks
-  int64_t heads = 3;        ///< attention heads; divide D
-  double mlp_ratio = 4.0;   ///< MLP hidden width M = round(D * mlp_ratio)
-  int64_t classes = 10;     ///< K
-  bool dist_token = false;  ///< DeiT distillation token + head
+#define VITKD_SPEC_MEMBER(type, name, def, meaning) type name = def;
+  VITKD_MODEL_SPEC_FIELDS(VITKD_SPEC_MEMBER)
+#undef VITKD_SPEC_MEMBER
 
   int64_t num_patches() const { return (image_size / patch) * (image_size / patch); }
   int64_t tokens() const { return num_patches() + 1 + (dist_token ? 1 : 0); }

@@ -21,6 +21,15 @@ void ShardedAdamW::begin_backward() {
   if (buckets_) buckets_->begin();
 }
 
+MemoryFootprint ShardedAdamW::memory() const {
+  const int64_t f32 = static_cast<int64_t>(sizeof(float));
+  MemoryFootprint m;
+  m.parameters = flat_.params.numel() * f32;
+  m.gradients = (flat_.grads.numel() + (grad_shard_.defined() ? grad_shard_.numel() : 0)) * f32;
+  m.optimizer = opt_.state_bytes();
+  return m;
+}
+
 int64_t ShardedAdamW::bucket_count() const { return buckets_ ? buckets_->count() : 1; }
 
 double ShardedAdamW::step(const AdamWHyper& h, double clip, PhaseTimes* times) {

@@ -21,6 +21,14 @@
 
 namespace vitkd {
 
+/// Training-state bytes one rank holds, read from the buffers themselves.
+struct MemoryFootprint {
+  int64_t parameters = 0;  ///< flat fp32 parameter buffer (padded)
+  int64_t gradients = 0;   ///< flat fp32 gradient buffer, plus the reduced shard when sharded
+  int64_t optimizer = 0;   ///< AdamW moments m and v (of the shard when sharded)
+  int64_t total() const { return parameters + gradients + optimizer; }
+};
+
 class ShardedAdamW {
  public:
   ShardedAdamW(FlatParams& flat, torch::nn::Module& module, Communicator& comm, int rank,
@@ -40,6 +48,10 @@ class ShardedAdamW {
   int64_t bucket_count() const;
   /// Optimizer-state bytes on this rank (AdamW moments of the shard).
   int64_t state_bytes() const { return opt_.state_bytes(); }
+  /// Every training buffer this rank holds (the one formula for logs,
+  /// timing.h5 and result.json).
+  MemoryFootprint memory() const;
+  bool sharded() const { return sharded_; }
 
  private:
   FlatParams& flat_;

@@ -1,0 +1,18 @@
+#include "data/tensors.hpp"
+
+namespace vitkd {
+
+torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug) {
+  auto x = torch::empty({b.size(), m.channels, m.height, m.width}, torch::kFloat32);
+  if (b.size() > 0)
+    normalize_augment(b.pixels.data(), b.indices.data(), b.size(), m.height, m.width, m.channels,
+                      m.mean, m.std, aug, b.epoch, x.data_ptr<float>());
+  return x;
+}
+
+torch::Tensor batch_labels(const Batch& b) {
+  return torch::from_blob(const_cast<int32_t*>(b.labels.data()), {b.size()}, torch::kInt32)
+      .to(torch::kLong);
+}
+
+}  // namespace vitkd

@@ -1,0 +1,18 @@
+#pragma once
+// A loader batch as the tensors a model reads.
+#include <torch/torch.h>
+
+#include "data/augment.hpp"
+#include "data/dataset.hpp"
+#include "data/loader.hpp"
+
+namespace vitkd {
+
+/// Normalized (and, with `aug` enabled, augmented) input float32 [n, C, H, W]:
+/// (pixel/255 - mean[c]) / std[c]. The augmentation is a pure function of
+/// (aug.seed, batch epoch, sample index).
+torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug);
+/// Labels int64 [n].
+torch::Tensor batch_labels(const Batch& b);
+
+}  // namespace vitkd

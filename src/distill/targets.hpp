@@ -1,0 +1,38 @@
+#pragma once
+// The teacher's logits for a training step, from one place: the teacher-logit
+// cache (distill/teacher_cache.hpp) when it holds every row asked for, the
+// teacher itself otherwise. Freshly computed rows go into every rank's cache.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "distill/teacher.hpp"
+#include "distill/teacher_cache.hpp"
+#include "util/timing.hpp"
+
+namespace vitkd {
+
+class TeacherTargets {
+ public:
+  /// `cache` may be null (distill.teacher_cache = false).
+  TeacherTargets(Teacher& teacher, std::unique_ptr<TeacherCache> cache);
+
+  /// Logits float32 [n, K] of the samples `index` (int64 [n]) whose inputs are
+  /// `x` [n, C, H, W]; n may be 0 (then `x` may be undefined and the result
+  /// is undefined). Adds the samples the teacher ran on to `forwards`; times
+  /// the lookup and the teacher into Phase::TeacherForward. Collective when
+  /// the cache is on: every rank calls it at the same point of the step.
+  torch::Tensor logits(const torch::Tensor& x, const torch::Tensor& index, int64_t& forwards,
+                       PhaseTimes* times);
+
+  Teacher& teacher() { return teacher_; }
+  /// The cache, or null.
+  TeacherCache* cache() { return cache_.get(); }
+
+ private:
+  Teacher& teacher_;
+  std::unique_ptr<TeacherCache> cache_;
+};
+
+}  // namespace vitkd

@@ -1,0 +1,99 @@
+#include "train/report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "comm/world.hpp"
+#include "io/json.hpp"
+
+namespace vitkd {
+
+std::string fmt_duration(double s) {
+  char b[32];
+  const long t = static_cast<long>(s + 0.5);
+  if (t >= 3600) std::snprintf(b, sizeof b, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else std::snprintf(b, sizeof b, "%ldm%02lds", t / 60, t % 60);
+  return b;
+}
+
+void log_progress(const TrainPlan& plan, RunState& st, int64_t epoch, int64_t seen_at_start,
+                  double elapsed) {
+  ProgressWindow& win = st.window;
+  double sums[2] = {win.loss_sum, win.loss_count};
+  allreduce_sum_inplace(sums, 2);
+  st.logged_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
+  const double dt = seconds_since(win.start);
+  const double ips = dt > 0 ? win.trained / dt : 0;
+  const double done = std::min(1.0, (st.samples_seen - seen_at_start) /
+                                        std::max(1.0, plan.total_samples - seen_at_start));
+  const double eta = done > 0 ? elapsed * (1.0 - done) / done : 0.0;
+  const int64_t tf = allreduce_sum(st.teacher_forwards);
+  log0("step %lld/%lld | epoch %lld/%lld | loss %.4f | lr %.2e | seen %lld | trained %lld | kept %.2f | "
+       "teacher fwd %lld | %.0f img/s | ETA %s\n",
+       (long long)st.step, (long long)plan.total_steps, (long long)epoch + 1, (long long)plan.epochs,
+       st.logged_loss, st.last.lr, (long long)st.samples_seen, (long long)st.samples_trained,
+       win.seen ? double(win.kept) / win.seen : 0.0, (long long)tf, ips, fmt_duration(eta).c_str());
+  win.reset();
+}
+
+void close_loss_window(RunState& st) {
+  double sums[2] = {st.window.loss_sum, st.window.loss_count};
+  allreduce_sum_inplace(sums, 2);
+  if (sums[1] > 0) st.logged_loss = sums[0] / sums[1];
+}
+
+void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunTiming& t,
+                TeacherTargets* targets, const std::string& resumed_from) {
+  const World& w = world();
+  TeacherCache* cache = targets ? targets->cache() : nullptr;
+  const int64_t teacher_forwards = allreduce_sum(st.teacher_forwards);
+  const int64_t cache_hits = allreduce_sum(cache ? cache->hits() : int64_t(0));
+  const double train_seconds = st.train_seconds + t.run_seconds;  // a resumed run adds its past
+  const double ips =
+      (st.samples_trained - t.trained_at_start) / std::max(1e-9, t.run_seconds - t.eval_seconds);
+  const MemoryFootprint mem = s.opt->memory();
+  if (w.root()) {
+    const bool distill = s.plan.distilling();
+    JsonObject r;
+    r.set("mode", cfg.run_mode)
+        .set("world_size", w.size)
+        .set("steps", st.step)
+        .set("epochs", st.epochs_done)
+        .set("test_top1", st.test_top1)
+        .set("train_seconds", train_seconds)
+        .set("samples_seen", st.samples_seen)
+        .set("samples_trained", st.samples_trained)
+        .set("images_per_second", ips)
+        .set("parameters", s.spec.parameter_count())
+        .set("mfu_bf16", s.flops_per_sample * ips / (s.gemm_ceiling * s.plan.threads * w.size))
+        .set("flops_per_sample", s.flops_per_sample)
+        .set("gemm_bf16_flops_per_core", s.gemm_ceiling)
+        .set("samples_kept", st.samples_kept)
+        .set("kept_fraction", st.samples_seen ? double(st.samples_kept) / st.samples_seen : 0.0)
+        .set("sift_scope", cfg.sift_enabled ? cfg.sift_scope : std::string("off"))
+        .set("teacher_forwards", teacher_forwards)
+        .set("teacher_parameters", distill ? s.teacher->parameters() : int64_t(0))
+        .set("optimizer_bytes_per_rank", mem.optimizer)
+        .set("parameter_bytes_per_rank", mem.parameters)
+        .set("gradient_bytes_per_rank", mem.gradients)
+        .set("comm_bytes_sent_rank0", s.comm->bytes_sent())
+        .set("comm_backend", s.comm->name())
+        .set("final_loss", st.logged_loss)
+        .set("timing_log_overhead_fraction", t.log_overhead_seconds / std::max(1e-9, t.run_seconds))
+        .set("resumed_from", resumed_from)
+        .set("epoch_seconds", t.epoch_seconds)
+        .set("teacher_cache_hits", cache_hits)
+        .set("teacher_cache_filled", cache ? cache->filled() : int64_t(0))
+        .set("skipped_steps", st.bad_steps)
+        .set("test_top1_per_epoch", st.top1_per_epoch)
+        .set("threads_per_rank", s.plan.threads)
+        .set("compute", cfg.precision_compute);
+    r.set("phase_seconds_rank0", t.phase_seconds);
+    r.write(cfg.run_out_dir + "/result.json");
+  }
+  log0("done: %lld steps, %lld epochs, test top-1 %.4f, %.0f img/s, %.1f s -> %s/result.json\n",
+       (long long)st.step, (long long)st.epochs_done, st.test_top1, ips, train_seconds,
+       cfg.run_out_dir.c_str());
+}
+
+}  // namespace vitkd

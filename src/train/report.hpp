@@ -1,0 +1,44 @@
+#pragma once
+// What a training run tells the user: the progress line every
+// train.log_every_steps, and at the end the closing line and
+// out_dir/result.json (its keys are an interface: add, never rename).
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "distill/targets.hpp"
+#include "train/run_state.hpp"
+#include "train/setup.hpp"
+#include "util/timing.hpp"
+
+namespace vitkd {
+
+/// "1h02m" or "3m05s".
+std::string fmt_duration(double seconds);
+
+/// Collective: the global mean loss of the window into state.logged_loss,
+/// rank 0 prints the progress line, the window restarts. `seen_at_start`:
+/// samples seen when this run started; `elapsed`: this run's training time.
+void log_progress(const TrainPlan& plan, RunState& state, int64_t epoch, int64_t seen_at_start,
+                  double elapsed);
+
+/// Collective, at the end of the loop: the global mean loss of the steps
+/// since the last progress line, if any, becomes state.logged_loss.
+void close_loss_window(RunState& state);
+
+/// This run's timing, for result.json.
+struct RunTiming {
+  double run_seconds = 0;             ///< training wall time of this run (evaluations included)
+  double eval_seconds = 0;            ///< of which evaluation (slowest rank)
+  double log_overhead_seconds = 0;    ///< timing-log writes (slowest rank)
+  int64_t trained_at_start = 0;       ///< samples trained before this run (resumed)
+  std::vector<double> epoch_seconds;  ///< wall time of each epoch of this run, evaluation excluded
+  std::vector<double> phase_seconds;  ///< rank 0's seconds per Phase
+};
+
+/// Collective: sums the per-rank counters; rank 0 writes out_dir/result.json
+/// and prints the closing line. `targets` is null in teacher mode.
+void report_run(const Config& cfg, TrainSetup& setup, const RunState& state, const RunTiming& timing,
+                TeacherTargets* targets, const std::string& resumed_from);
+
+}  // namespace vitkd

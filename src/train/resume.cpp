@@ -1,0 +1,139 @@
+#include "train/resume.hpp"
+
+#include <cstdio>
+
+#include "comm/world.hpp"
+#include "data/tensors.hpp"
+#include "util/error.hpp"
+
+namespace vitkd {
+
+std::string choose_resume(const Config& cfg, ViT& model, int64_t numel) {
+  std::string chosen, error;
+  if (world().root() && cfg.checkpoint_resume != "never") {
+    if (cfg.checkpoint_resume == "auto") {
+      const auto cands = checkpoint_candidates(cfg.run_out_dir);
+      std::string first_problem;
+      for (size_t i = 0; i < cands.size() && chosen.empty(); ++i) {
+        try {
+          validate_training_checkpoint(cands[i], model, numel);
+          chosen = cands[i];
+        } catch (const UserError& e) {
+          if (first_problem.empty()) first_problem = e.what();
+          log0("resume: %s is unusable: %s\n", cands[i].c_str(), e.what());
+        }
+      }
+      if (!chosen.empty() && chosen != cands.front())
+        log0("resume: falling back to the previous good checkpoint %s\n", chosen.c_str());
+      if (chosen.empty() && !cands.empty())
+        error = "checkpoint.resume = \"auto\": " + cfg.run_out_dir +
+                " holds checkpoints but none can be resumed (newest: " + first_problem +
+                "); choose another run.out_dir, or set checkpoint.resume = \"never\" to start over";
+    } else {
+      try {
+        validate_training_checkpoint(cfg.checkpoint_resume, model, numel);
+        chosen = cfg.checkpoint_resume;
+      } catch (const UserError& e) {
+        error = std::string("checkpoint.resume: ") + e.what();
+      }
+    }
+  }
+  error = broadcast_string(error);
+  if (!error.empty()) throw UserError(error);
+  return broadcast_string(chosen);
+}
+
+CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSetup& s,
+                            RunState& st, GlobalSelector& selector, SamplePool& pool) {
+  const World& w = world();
+  const TrainPlan& plan = s.plan;
+  const CheckpointInfo info = read_checkpoint_info(path);
+  AdamW& adam = s.opt->adamw();
+  OptimizerShard os{s.flat->numel, s.flat->padded, s.opt->shard(), adam.m(), adam.v(), adam.steps()};
+  static_cast<TrainState&>(st) = load_training_checkpoint(path, s.student, os, w.rank, w.size);
+  if (st.global_batch != plan.global_batch) {
+    const bool fits = st.global_batch % w.size == 0;
+    throw UserError(path + " was written with a global batch of " + std::to_string(st.global_batch) +
+                    " samples, this run has " + std::to_string(plan.global_batch) + " (data.batch_size " +
+                    std::to_string(cfg.data_batch_size) + " x " + std::to_string(w.size) + " ranks); " +
+                    (fits ? "set data.batch_size = " + std::to_string(st.global_batch / w.size)
+                          : std::string("use a rank count that divides ") + std::to_string(st.global_batch)) +
+                    " to resume, or checkpoint.resume = \"never\" to start over");
+  }
+  if (st.seed != static_cast<uint64_t>(cfg.run_seed))
+    throw UserError(path + " was written with run.seed = " + std::to_string(st.seed) +
+                    "; resume with the same seed (the data order depends on it), or set "
+                    "checkpoint.resume = \"never\" to start over");
+  adam.set_steps(os.adam_steps);
+  st.step = info.step;
+  st.epochs_done = info.epoch;
+  st.test_top1 = info.test_top1;
+  if (!w.root()) st.teacher_forwards = 0;  // the checkpoint holds the sum over ranks
+  selector.sifter().restore_history(st.sift_history);
+  if (!st.pool_index.empty()) {
+    Batch b = read_samples(s.meta, "train", st.pool_index, st.data_epoch);
+    torch::Tensor t;
+    const bool kd = plan.pools_logits();
+    if (kd && st.logit_dim == s.spec.classes)
+      t = torch::from_blob(const_cast<float*>(st.pool_logits.data()), {b.size(), st.logit_dim},
+                           torch::kFloat32)
+              .clone();
+    auto x = batch_input(b, s.meta, plan.augment);
+    if (kd && !t.defined()) t = s.teacher->logits(x);
+    pool.add(x, batch_labels(b), t, torch::tensor(st.pool_index, torch::kLong));
+  }
+  log0("resume: from %s (written at %lld rank(s)): step %lld, epoch %lld, batch %lld of the epoch, "
+       "%lld samples seen%s\n", path.c_str(), (long long)info.world_size, (long long)st.step,
+       (long long)st.data_epoch + 1, (long long)st.data_batch, (long long)st.samples_seen,
+       info.world_size != w.size ? "; optimizer state resharded to this rank count" : "");
+  return info;
+}
+
+std::string write_run_checkpoint(CheckpointKind kind, const Config& cfg, TrainSetup& s,
+                                 const RunState& st, GlobalSelector& selector,
+                                 const SamplePool& pool, double run_seconds, PhaseTimes& times) {
+  ScopedPhase ph(times, Phase::Checkpoint);
+  const World& w = world();
+  std::string path;
+  if (kind == CheckpointKind::Diagnostic) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/diagnostic-step%08lld.h5", (long long)st.step);
+    path = cfg.run_out_dir + name;
+  } else {
+    path = checkpoint_step_path(cfg.run_out_dir, st.step);
+  }
+  CheckpointInfo info;
+  info.spec = s.spec;
+  info.step = st.step;
+  info.epoch = st.epochs_done;
+  info.world_size = w.size;
+  info.mode = cfg.run_mode;
+  info.config = s.config_text;
+  info.test_top1 = st.test_top1;
+  TrainState out = st;  // the checkpointed part, then what lives elsewhere
+  out.teacher_forwards = allreduce_sum(st.teacher_forwards);
+  out.train_seconds = st.train_seconds + run_seconds;
+  out.complete = kind == CheckpointKind::Final;
+  if (out.complete) {
+    out.data_epoch = st.epochs_done;
+    out.data_batch = 0;
+  }
+  out.sift_history = selector.sifter().history().ordered();
+  out.pool_index = pool.indices();
+  out.logit_dim = s.plan.pools_logits() ? s.spec.classes : 0;
+  out.pool_logits.clear();
+  if (out.logit_dim > 0) {
+    out.pool_logits = pool.logits();
+    out.pool_logits.resize(out.pool_index.size() * out.logit_dim, 0.0f);
+  }
+  AdamW& adam = s.opt->adamw();
+  save_training_checkpoint(path, s.student, info, out,
+                           OptimizerShard{s.flat->numel, s.flat->padded, s.opt->shard(), adam.m(),
+                                          adam.v(), adam.steps()});
+  if (kind != CheckpointKind::Diagnostic && w.root())
+    publish_checkpoint(cfg.run_out_dir, path, cfg.checkpoint_keep);
+  barrier();
+  return path;
+}
+
+}  // namespace vitkd

@@ -1,0 +1,47 @@
+#pragma once
+// A run's state to and from checkpoints (the file format: io/checkpoint.hpp).
+//   choose_resume   which checkpoint, if any, checkpoint.resume points at
+//   apply_resume    load it into the model, optimizer, run state, sifting
+//                   history and sample pool
+//   write_run_checkpoint  the inverse, for each kind of checkpoint a run writes
+#include <string>
+
+#include "config/config.hpp"
+#include "io/checkpoint.hpp"
+#include "sift/global_select.hpp"
+#include "sift/sample_pool.hpp"
+#include "train/run_state.hpp"
+#include "train/setup.hpp"
+#include "util/timing.hpp"
+
+namespace vitkd {
+
+/// The checkpoint to resume from ("" = start fresh), per checkpoint.resume:
+/// "never", a path, or "auto" (the newest usable checkpoint in run.out_dir,
+/// falling back to older step files). Rank 0 decides and tells the others,
+/// so every rank loads the same file. Collective; UserError when
+/// checkpoint.resume names no usable checkpoint.
+std::string choose_resume(const Config& cfg, ViT& model, int64_t numel);
+
+/// Loads `path` (from choose_resume) into the student, the optimizer shard
+/// (resharded to this rank count), `state`, the sifting history and the pool,
+/// after checking it was written with this run's global batch and seed.
+/// Returns the checkpoint's header. Collective.
+CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSetup& setup,
+                            RunState& state, GlobalSelector& selector, SamplePool& pool);
+
+enum class CheckpointKind {
+  Periodic,    ///< checkpoint.every_steps: out_dir/checkpoint-step<N>.h5, published as checkpoint.h5
+  Preempted,   ///< after SIGTERM/SIGUSR1: the same, before exiting for a requeue
+  Diagnostic,  ///< after train.max_bad_steps non-finite steps: out_dir/diagnostic-step<N>.h5, not published
+  Final,       ///< the schedule is complete; the data cursor is at its end
+};
+
+/// Collective: writes the run's checkpoint of `kind` from `state` and the
+/// components, atomically, and returns its path. `run_seconds` is this run's
+/// training time so far (the checkpoint stores it added to earlier runs').
+std::string write_run_checkpoint(CheckpointKind kind, const Config& cfg, TrainSetup& setup,
+                                 const RunState& state, GlobalSelector& selector,
+                                 const SamplePool& pool, double run_seconds, PhaseTimes& times);
+
+}  // namespace vitkd

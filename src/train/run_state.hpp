@@ -1,0 +1,47 @@
+#pragma once
+// The one mutable state of a training run. Its TrainState part is what a
+// checkpoint stores (io/checkpoint.hpp): resume fills it, checkpoints are
+// written from it. The rest lives for this process only.
+#include <cmath>
+#include <cstdint>
+
+#include "io/checkpoint.hpp"
+#include "util/timing.hpp"
+
+namespace vitkd {
+
+/// Samples and losses since the last progress line (train.log_every_steps).
+struct ProgressWindow {
+  int64_t trained = 0, seen = 0, kept = 0;  ///< global samples
+  double loss_sum = 0, loss_count = 0;      ///< this rank's finite step losses x samples
+  Clock::time_point start = Clock::now();
+  void reset() { *this = ProgressWindow(); }
+};
+
+/// The outcome of this rank's last optimizer step.
+struct LastStep {
+  double loss = NAN;         ///< this rank's mean loss (NaN when it had no samples)
+  int64_t samples = 0;       ///< samples this rank trained on
+  double lr = 0;             ///< learning rate applied
+  int64_t global_batch = 0;  ///< samples of the global batch read last (all ranks)
+};
+
+struct RunState : TrainState {
+  // TrainState, live: the data cursor (data_epoch, data_batch), the sample
+  // counters, bad_steps and top1_per_epoch as they are now. Exceptions:
+  // teacher_forwards counts this rank's teacher samples (a checkpoint stores
+  // the sum over ranks); train_seconds is the training time of earlier runs
+  // of this job (a checkpoint adds this run's); sift_history and pool_* are
+  // filled only when a checkpoint is read or written (their live copies are
+  // the sifting selector and the sample pool).
+  int64_t step = 0;         ///< optimizer steps done
+  int64_t epochs_done = 0;  ///< epochs completed
+  double test_top1 = -1;    ///< last evaluation, -1 before the first
+  // This run only:
+  int64_t bad_run = 0;      ///< consecutive non-finite steps
+  double logged_loss = NAN; ///< global mean loss of the last progress window
+  LastStep last;
+  ProgressWindow window;
+};
+
+}  // namespace vitkd

@@ -1,0 +1,215 @@
+#include "train/setup.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "comm/world.hpp"
+#include "model/fits_data.hpp"
+#include "model/gemm_rate.hpp"
+#include "util/alloc.hpp"
+#include "util/error.hpp"
+#include "util/fs.hpp"
+
+namespace vitkd {
+namespace {
+
+// Creates out_dir on rank 0 and checks that every rank can write there.
+void prepare_out_dir(const std::string& dir) {
+  int ok = 1;
+  std::string why;
+  if (world().root()) make_dirs(dir);
+  barrier();
+  const std::string probe = dir + "/.vitkd-write-test." + std::to_string(world().rank);
+  FILE* f = std::fopen(probe.c_str(), "w");
+  if (!f) {
+    ok = 0;
+    why = std::strerror(errno);
+  } else {
+    std::fclose(f);
+    std::remove(probe.c_str());
+  }
+  const int64_t bad = allreduce_sum(static_cast<int64_t>(1 - ok));
+  if (bad)
+    throw UserError("run.out_dir '" + dir + "' is not writable" + (why.empty() ? "" : " (" + why + ")") +
+                    "; choose a directory you can write to");
+}
+
+int64_t auto_threads(const Config& c) {
+  if (c.train_threads > 0) return c.train_threads;
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  return std::max<int64_t>(1, cores / std::max(1, world().local_size));
+}
+
+TrainPlan plan_from_config(const Config& cfg, int64_t threads) {
+  TrainPlan p;
+  p.mode = cfg.run_mode == "distill" ? RunMode::Distill : RunMode::Teacher;
+  p.bf16 = cfg.precision_compute == "bf16";
+  if (cfg.sift_enabled)
+    p.sift = p.distilling() && cfg.sift_scope == "teacher" ? SiftScope::Teacher : SiftScope::Sample;
+  // kd ranks by the distillation loss, so it needs a teacher: it is the
+  // criterion only when distilling (whether or not sifting is on, as the
+  // checkpoint's pooled-logit width records).
+  p.criterion = cfg.sift_criterion == "kd" && p.distilling() ? SiftCriterion::Distillation
+                                                             : SiftCriterion::CrossEntropy;
+  p.sift_delay = cfg.sift_delay;
+  p.batch = cfg.data_batch_size;
+  p.global_batch = cfg.data_batch_size * world().size;
+  p.epochs = cfg.train_epochs;
+  p.threads = threads;
+  p.distill.hard = cfg.distill_kind == "hard";
+  p.distill.temperature = cfg.distill_temperature;
+  p.distill.alpha = cfg.distill_alpha;
+  p.augment.enabled = cfg.data_augment;
+  p.augment.pad = cfg.data_crop_pad;
+  p.augment.flip = cfg.data_flip;
+  p.augment.seed = static_cast<uint64_t>(cfg.run_seed);
+  return p;
+}
+
+// Steps and samples of the schedule; needs the loader's batches per epoch.
+void plan_schedule(TrainPlan& p, const Config& cfg, int64_t train_size, int64_t steps_per_epoch) {
+  p.steps_per_epoch = steps_per_epoch;
+  p.total_steps = steps_per_epoch * cfg.train_epochs;
+  if (cfg.train_max_steps > 0) p.total_steps = std::min(p.total_steps, cfg.train_max_steps);
+  // The schedule counts samples seen, so it finishes whatever the step count.
+  p.total_samples = std::min<double>(double(train_size) * cfg.train_epochs,
+                                     cfg.train_max_steps > 0 ? double(cfg.train_max_steps) * p.global_batch
+                                                             : 1e300);
+  p.warmup_samples = double(cfg.optim_warmup_steps) * p.global_batch;
+}
+
+void echo_start(const Config& cfg, const std::string& origin, const TrainSetup& s, bool kept_memory) {
+  const DatasetMeta& meta = s.meta;
+  log0("vitkd %s: %s on %d rank(s), %lld thread(s) per rank, compute %s\n", VITKD_VERSION,
+       cfg.run_mode.c_str(), world().size, (long long)s.plan.threads, cfg.precision_compute.c_str());
+  log0("---- configuration (%s) ----\n%s----\n", origin.c_str(), s.config_text.c_str());
+  log0("allocator: %s\n", kept_memory ? "freed memory stays in the process (no heap trimming)"
+                                       : "left as configured (GLIBC_TUNABLES/MALLOC_* set, or not glibc)");
+  log0("data: %s: %lld train, %lld test, %lldx%lldx%lld, %lld classes\n", meta.path.c_str(),
+       (long long)meta.train_size, (long long)meta.test_size, (long long)meta.height,
+       (long long)meta.width, (long long)meta.channels, (long long)meta.num_classes);
+}
+
+void echo_model(const Config& cfg, const TrainSetup& s) {
+  const MemoryFootprint mem = s.opt->memory();
+  const Shard& shard = s.opt->shard();
+  log0("%s: %s\n", s.plan.distilling() ? "student" : "model", s.spec.describe().c_str());
+  log0("communication: %s backend, %s, %lld gradient bucket(s) of <= %.1f MB, %s reduce, overlap %s\n",
+       s.comm->name().c_str(), s.opt->sharded() ? "ZeRO-1 sharded AdamW" : "allreduce (unsharded)",
+       (long long)s.opt->bucket_count(), cfg.dist_bucket_mb, cfg.precision_reduce.c_str(),
+       cfg.dist_overlap ? "on" : "off");
+  log0("memory per rank: parameters %lld B, gradients %lld B, optimizer state %lld B (shard %lld of %lld elements)\n",
+       (long long)mem.parameters, (long long)mem.gradients, (long long)mem.optimizer,
+       (long long)shard.size, (long long)s.flat->padded);
+}
+
+void echo_sifting(const Config& cfg, const TrainPlan& p) {
+  if (p.sift == SiftScope::Off) return;
+  log0("sifting: beta %.2f (expected kept fraction %.2f), history %lld, from step %lld, criterion %s, "
+       "scope %s\n",
+       cfg.sift_beta, 1.0 / (1.0 + cfg.sift_beta), (long long)cfg.sift_history, (long long)cfg.sift_delay,
+       p.criterion == SiftCriterion::Distillation ? "kd (teacher on every sample)"
+                                                  : "ce (teacher on kept samples only)",
+       p.sift == SiftScope::Teacher ? "teacher (every sample trains; only kept samples get the teacher's targets)"
+                                    : "sample (only kept samples train)");
+}
+
+}  // namespace
+
+ModelSpec spec_from_config(const Config& c) {
+  ModelSpec s;
+#define VITKD_FROM_CONFIG(type, name, def, meaning) s.name = c.model_##name;
+  VITKD_MODEL_SPEC_FIELDS(VITKD_FROM_CONFIG)
+#undef VITKD_FROM_CONFIG
+  return s;
+}
+
+std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string& origin) {
+  const World& w = world();
+  auto out = std::make_unique<TrainSetup>();
+  TrainSetup& s = *out;
+
+  // ---- validate everything before writing anything -------------------------
+  s.meta = validate_dataset(cfg.data_path);
+  s.spec = spec_from_config(cfg);
+  check_spec_fits_data(s.spec, s.meta, origin, "model.");
+  const int64_t G = cfg.data_batch_size * w.size;
+  if (s.meta.train_size < G)
+    throw UserError(cfg.data_path + ": /train has " + std::to_string(s.meta.train_size) +
+                    " samples, fewer than one global batch (data.batch_size " +
+                    std::to_string(cfg.data_batch_size) + " x " + std::to_string(w.size) +
+                    " ranks); lower data.batch_size or use more data");
+  s.plan = plan_from_config(cfg, auto_threads(cfg));
+  TrainPlan& plan = s.plan;
+  if (plan.distilling()) s.teacher = make_teacher(cfg, s.meta, plan.bf16);  // checks it fits the data
+  s.teacher_cache_file = cfg.distill_teacher_cache_file.empty() ? cfg.run_out_dir + "/teacher_logits.h5"
+                                                                : cfg.distill_teacher_cache_file;
+  prepare_out_dir(cfg.run_out_dir);
+
+  torch::set_num_threads(static_cast<int>(plan.threads));
+  const bool kept_memory = keep_freed_memory();  // util/alloc.hpp: no page faults per step
+  s.config_text = config_to_toml(cfg);
+  echo_start(cfg, origin, s, kept_memory);
+
+  // ---- models: the seed fixes the student's initial weights ------------------
+  if (plan.distilling()) log0("teacher: %s\n", s.teacher->describe().c_str());
+  torch::manual_seed(static_cast<uint64_t>(cfg.run_seed));
+  s.student = ViT(s.spec);
+  s.flat = std::make_unique<FlatParams>(*s.student, w.size);
+  broadcast_bytes(s.flat->params.data_ptr<float>(), s.flat->padded * 4, 0);  // identical start
+  s.comm = make_communicator(cfg.dist_backend);
+  BucketOptions bopt;
+  bopt.bucket_bytes = static_cast<int64_t>(cfg.dist_bucket_mb * 1024 * 1024);
+  bopt.wire = cfg.precision_reduce == "bf16" ? WireType::BF16 : WireType::F32;
+  bopt.overlap = cfg.dist_overlap;
+  bopt.sharded = cfg.dist_sharding == "zero1";
+  s.opt = std::make_unique<ShardedAdamW>(*s.flat, *s.student, *s.comm, w.rank, bopt);
+  echo_model(cfg, s);
+
+  // ---- data ------------------------------------------------------------------
+  LoaderOptions lo;
+  lo.batch_size = cfg.data_batch_size;
+  lo.seed = static_cast<uint64_t>(cfg.run_seed);
+  lo.drop_last = cfg.data_drop_last;
+  lo.prefetch = cfg.data_prefetch;
+  lo.rank = w.rank;
+  lo.world = w.size;
+  s.train = std::make_unique<Loader>(s.meta, lo);
+  LoaderOptions to = lo;
+  to.split = "test";
+  to.shuffle = false;
+  to.drop_last = false;
+  to.batch_size = std::max<int64_t>(cfg.data_batch_size, 256);
+  s.test = std::make_unique<Loader>(s.meta, to);
+
+  // ---- schedule and the MFU ceiling --------------------------------------------
+  plan_schedule(plan, cfg, s.meta.train_size, s.train->steps_per_epoch());
+  log0("schedule: %lld steps (%lld per epoch, global batch %lld), warm-up %lld steps\n",
+       (long long)plan.total_steps, (long long)plan.steps_per_epoch, (long long)G,
+       (long long)cfg.optim_warmup_steps);
+  // MFU ceiling: the bf16 matrix-product rate of one core (vitkd bench gemm).
+  s.gemm_ceiling = cfg.train_mfu_ceiling;
+  if (s.gemm_ceiling <= 0)
+    s.gemm_ceiling = allreduce_sum(measure_gemm_bf16_flops(0.5) / plan.threads) / w.size;
+  // Training FLOPs per trained sample: student forward + backward (3x forward)
+  // plus the teacher's forward when distilling (matrix products only).
+  s.flops_per_sample = 3.0 * s.spec.forward_flops() + (plan.distilling() ? s.teacher->forward_flops() : 0.0);
+  log0("FLOPs per trained sample %.3g; bf16 ceiling %.1f GFLOP/s per core\n", s.flops_per_sample,
+       s.gemm_ceiling / 1e9);
+  TimingLogAttrs& ta = s.timing_attrs;
+  ta.mode = cfg.run_mode;
+  ta.model = s.spec.describe();
+  ta.parameters = s.spec.parameter_count();
+  ta.teacher_parameters = plan.distilling() ? s.teacher->parameters() : 0;
+  ta.bytes_per_rank = s.opt->memory().total();
+  ta.threads_per_rank = plan.threads;
+  ta.flops_per_sample = s.flops_per_sample;
+  ta.gemm_bf16_flops_per_core = s.gemm_ceiling;
+  echo_sifting(cfg, plan);
+  return out;
+}
+
+}  // namespace vitkd

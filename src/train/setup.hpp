@@ -1,0 +1,81 @@
+#pragma once
+// Start-up of a training job: the configuration resolved into a plan of
+// enums and numbers (TrainPlan), everything checked before anything is
+// written, and the components built in a fixed order (the student's
+// initialisation depends on it), with the start-up echo on rank 0.
+#include <memory>
+#include <string>
+
+#include "comm/comm.hpp"
+#include "config/config.hpp"
+#include "data/augment.hpp"
+#include "data/dataset.hpp"
+#include "data/loader.hpp"
+#include "distill/loss.hpp"
+#include "distill/teacher.hpp"
+#include "io/timing_log.hpp"
+#include "model/vit.hpp"
+#include "optim/flat_params.hpp"
+#include "optim/zero.hpp"
+
+namespace vitkd {
+
+enum class RunMode { Teacher, Distill };
+/// Which samples sifting acts on (Off: sift.enabled = false).
+enum class SiftScope { Off, Sample, Teacher };
+/// What sifting ranks samples by: the student's cross-entropy, or the
+/// distillation loss (needs the teacher on every sample; distill mode only).
+enum class SiftCriterion { CrossEntropy, Distillation };
+
+/// The configuration as the loop uses it, resolved once (no strings compared
+/// in the loop). Counts in optimizer steps or samples, as named.
+struct TrainPlan {
+  RunMode mode = RunMode::Teacher;
+  bool bf16 = true;                 ///< autocast matrix products to bf16
+  SiftScope sift = SiftScope::Off;
+  SiftCriterion criterion = SiftCriterion::CrossEntropy;
+  int64_t sift_delay = 0;           ///< steps before sifting starts
+  int64_t batch = 0;                ///< samples per rank per step (data.batch_size)
+  int64_t global_batch = 0;         ///< batch x ranks
+  int64_t epochs = 0;               ///< train.epochs
+  int64_t steps_per_epoch = 0, total_steps = 0;
+  double total_samples = 0;         ///< samples the schedule ends at (the lr schedule counts samples)
+  double warmup_samples = 0;
+  int64_t threads = 1;              ///< compute threads per rank
+  DistillSpec distill;
+  AugmentSpec augment;
+
+  bool distilling() const { return mode == RunMode::Distill; }
+  bool sifting_at(int64_t step) const { return sift != SiftScope::Off && step >= sift_delay; }
+  /// Teacher logits pooled with the kept samples (criterion kd, scope sample).
+  bool pools_logits() const { return criterion == SiftCriterion::Distillation; }
+};
+
+/// The components of one training job, built by setup_training() (owned on
+/// the heap: the optimizer and its gradient hooks refer to the others).
+struct TrainSetup {
+  TrainPlan plan;
+  DatasetMeta meta;
+  ModelSpec spec;
+  std::string config_text;           ///< the effective configuration as TOML
+  std::unique_ptr<Teacher> teacher;  ///< distill mode only
+  ViT student{nullptr};
+  std::unique_ptr<FlatParams> flat;
+  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<ShardedAdamW> opt;
+  std::unique_ptr<Loader> train, test;
+  TimingLogAttrs timing_attrs;
+  double flops_per_sample = 0;       ///< training FLOPs per trained sample (matrix products)
+  double gemm_ceiling = 0;           ///< bf16 FLOP/s per core, the MFU ceiling
+  std::string teacher_cache_file;    ///< where distill.teacher_cache reads and writes
+};
+
+/// model.<field> keys of the configuration as a ModelSpec (VITKD_MODEL_SPEC_FIELDS).
+ModelSpec spec_from_config(const Config& cfg);
+
+/// Validates the configuration against the data and the world, creates
+/// run.out_dir (checking every rank can write there), builds every component
+/// and echoes the run on rank 0. Collective. `origin` names the config file.
+std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string& origin);
+
+}  // namespace vitkd

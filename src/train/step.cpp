@@ -1,0 +1,223 @@
+#include "train/step.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <thread>
+
+#include "comm/world.hpp"
+#include "data/tensors.hpp"
+#include "distill/loss.hpp"
+#include "optim/adamw.hpp"
+#include "util/torch_compat.hpp"
+
+namespace vitkd {
+
+StepEngine::StepEngine(const Config& cfg, TrainSetup& setup, RunState& state, SamplePool& pool,
+                       GlobalSelector& selector, TeacherTargets* targets, PhaseTimes& times)
+    : cfg_(cfg), s_(setup), plan_(setup.plan), st_(state), pool_(pool), selector_(selector),
+      targets_(targets), times_(times), faults_(TestFaults::get()) {}
+
+TeacherSource StepEngine::source(bool sifting) const {
+  if (!plan_.distilling()) return TeacherSource::None;
+  if (!sifting) return TeacherSource::Live;
+  if (plan_.sift == SiftScope::Teacher) return TeacherSource::Sifted;
+  return plan_.pools_logits() ? TeacherSource::Pooled : TeacherSource::Live;
+}
+
+StepOutcome StepEngine::run() {
+  const bool sifting = plan_.sifting_at(st_.step);
+  if (!sifting || plan_.sift == SiftScope::Teacher) {
+    // Plain data parallelism: each step trains on exactly one global batch
+    // (with scope "teacher", the rule picks who gets the teacher within it).
+    if (!fill(false)) return StepOutcome::EpochEnded;
+    if (!sifting) {
+      st_.samples_kept += st_.last.global_batch;
+      st_.window.kept += st_.last.global_batch;
+    }
+    train(pool_.size(), st_.last.global_batch, source(sifting));
+    return StepOutcome::Trained;
+  }
+  // Kept samples accumulate until every rank has a full batch; all ranks
+  // decide together (an allreduce), so none can wait alone.
+  while (allreduce_min(pool_.size()) < plan_.batch)
+    if (!fill(true)) {
+      // End of the epoch: flush every rank's leftover in one last step.
+      const int64_t left = allreduce_sum(pool_.size());
+      if (left == 0) return StepOutcome::EpochEnded;
+      train(pool_.size(), left, source(true));
+      return StepOutcome::TrainedLast;
+    }
+  train(plan_.batch, plan_.global_batch, source(true));
+  return StepOutcome::Trained;
+}
+
+torch::Tensor StepEngine::teacher_logits(const torch::Tensor& x, const torch::Tensor& index) {
+  return targets_->logits(x, index, st_.teacher_forwards, &times_);
+}
+
+// The sifting rule on this rank's samples `indices` with losses `losses` [n]
+// (n may be 0): the local rows kept. Collective.
+std::vector<int64_t> StepEngine::select(const std::vector<int64_t>& indices, torch::Tensor losses,
+                                        int64_t epoch) {
+  // Test-only fault injection: VITKD_TEST_SIFT_ZERO_LOSS_RANK=r gives rank r
+  // zero losses, so it keeps (almost) nothing for many batches.
+  if (faults_.sift_zero_rank == world().rank && !indices.empty()) losses = torch::zeros_like(losses);
+  GlobalSelector::Decision d = selector_.select(indices, losses, epoch);
+  st_.window.kept += d.kept_global;
+  st_.samples_kept += d.kept_global;
+  return std::move(d.rows);
+}
+
+// Reads one batch into the pool, sifted or whole; false at the end of the epoch.
+bool StepEngine::fill(bool sifting) {
+  std::optional<Batch> b;
+  torch::Tensor x, y;
+  {
+    ScopedPhase ph(times_, Phase::DataWait);
+    b = s_.train->next();
+    if (!b) return false;
+    x = batch_input(*b, s_.meta, plan_.augment);
+    y = batch_labels(*b);
+    if (faults_.corrupt(st_.step) && world().rank == 0) x.fill_(NAN);  // test-only: a corrupt batch
+  }
+  st_.data_batch = b->step + 1;
+  auto idx_t = torch::tensor(b->indices, torch::kLong);
+  st_.samples_seen += b->global_size;
+  st_.window.seen += b->global_size;
+  st_.last.global_batch = b->global_size;
+  if (!sifting) {
+    pool_.add(x, y, torch::Tensor(), idx_t);
+    return true;
+  }
+  // Selection pass (no grad): per-sample losses of every rank's samples.
+  torch::Tensor per, t_logits;
+  const int64_t n = b->size();
+  const bool kd = plan_.pools_logits();
+  if (kd) t_logits = teacher_logits(x, idx_t);  // collective with the cache
+  if (n > 0) {
+    torch::NoGradGuard ng;
+    ScopedPhase ph(times_, Phase::SiftForward);
+    AutocastBf16 ac(plan_.bf16);
+    ViTOutput out = s_.student->forward(x);
+    per = kd ? distill_loss_per_sample(out, t_logits, y, plan_.distill)
+             : cross_entropy_per_sample(out.prediction(), y);
+  }
+  const std::vector<int64_t> rows = select(b->indices, per, b->epoch);
+  if (!rows.empty()) {
+    auto sel = torch::tensor(rows, torch::kLong);
+    pool_.add(x.index_select(0, sel), y.index_select(0, sel),
+              t_logits.defined() ? t_logits.index_select(0, sel) : torch::Tensor(),
+              idx_t.index_select(0, sel));
+  }
+  return true;
+}
+
+// Scope "teacher": the loss of `take` (n rows, n may be 0) from the student's
+// output `out`, where the rule, ranking the student's CE from this very
+// forward pass, picks the rows that get the distillation loss; the others get
+// CE on their label. The teacher runs on the kept rows only. With every row
+// kept this is exactly the plain distillation loss. Collective (selection,
+// teacher cache).
+torch::Tensor StepEngine::teacher_sifted_loss(const ViTOutput& out, const PoolTake& take, int64_t n) {
+  torch::Tensor ce;
+  if (n > 0) {
+    torch::NoGradGuard ng;
+    AutocastBf16 ac(plan_.bf16);
+    ce = teacher_loss_per_sample(out, take.y);
+  }
+  std::vector<int64_t> rows;
+  {
+    ScopedPhase ph(times_, Phase::SiftForward);
+    std::vector<int64_t> indices(n);
+    if (n > 0) {
+      const auto ic = take.i.contiguous();
+      std::copy(ic.data_ptr<int64_t>(), ic.data_ptr<int64_t>() + n, indices.begin());
+    }
+    rows = select(indices, ce, st_.data_epoch);
+  }
+  const bool every = static_cast<int64_t>(rows.size()) == n;
+  torch::Tensor sel = torch::tensor(rows, torch::kLong);
+  torch::Tensor xk, ik;
+  if (n > 0) {
+    xk = every ? take.x : take.x.index_select(0, sel);
+    ik = every ? take.i : take.i.index_select(0, sel);
+  }
+  const torch::Tensor t = teacher_logits(xk, ik);
+  if (n == 0) return torch::Tensor();
+  ScopedPhase ph(times_, Phase::StudentForward);
+  AutocastBf16 ac(plan_.bf16);
+  if (every) return distill_loss_per_sample(out, t, take.y, plan_.distill).mean();
+  torch::Tensor per = teacher_loss_per_sample(out, take.y);
+  if (!rows.empty()) {
+    ViTOutput kept{out.logits.index_select(0, sel),
+                   out.dist_logits.defined() ? out.dist_logits.index_select(0, sel) : torch::Tensor()};
+    per = per.index_copy(0, sel, distill_loss_per_sample(kept, t, take.y.index_select(0, sel), plan_.distill));
+  }
+  return per.mean();
+}
+
+// One optimizer step on `n` pooled samples of a global step of `global_n`.
+void StepEngine::train(int64_t n, int64_t global_n, TeacherSource source) {
+  PoolTake take = pool_.take(n);
+  const double weight = global_n > 0 ? double(n) * world().size / double(global_n) : 0.0;
+  if (source == TeacherSource::Live) {
+    auto t = teacher_logits(take.x, take.i);
+    if (n > 0) take.t = t;
+  }
+  ViTOutput out;
+  if (n > 0) {
+    ScopedPhase ph(times_, Phase::StudentForward);
+    // Test-only fault injection (util/test_faults.hpp): a straggler rank.
+    if (faults_.slow_rank == world().rank)
+      std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_ms));
+    AutocastBf16 ac(plan_.bf16);
+    out = s_.student->forward(take.x);
+  }
+  torch::Tensor loss;
+  if (source == TeacherSource::Sifted) {
+    loss = teacher_sifted_loss(out, take, n);  // collective, also with n == 0
+  } else if (n > 0) {
+    ScopedPhase ph(times_, Phase::StudentForward);
+    AutocastBf16 ac(plan_.bf16);
+    auto per = source == TeacherSource::None ? teacher_loss_per_sample(out, take.y)
+                                             : distill_loss_per_sample(out, take.t, take.y, plan_.distill);
+    loss = per.mean();
+  }
+  ShardedAdamW& opt = *s_.opt;
+  if (n > 0) {
+    ScopedPhase ph(times_, Phase::Backward);
+    opt.begin_backward();
+    (loss * weight).backward();
+    st_.last.loss = loss.item<double>();
+    st_.last.samples = n;
+    if (std::isfinite(st_.last.loss)) {
+      st_.window.loss_sum += st_.last.loss * n;
+      st_.window.loss_count += n;
+    }
+  } else {
+    st_.last.loss = NAN;
+    st_.last.samples = 0;
+    opt.begin_backward();
+  }
+  st_.samples_trained += global_n;
+  st_.window.trained += global_n;
+  st_.last.lr = schedule_lr(double(st_.samples_seen), plan_.warmup_samples, plan_.total_samples,
+                            cfg_.optim_lr, cfg_.optim_min_lr);
+  const AdamWHyper h{st_.last.lr, cfg_.optim_beta1, cfg_.optim_beta2, cfg_.optim_eps,
+                     cfg_.optim_weight_decay};
+  const double gnorm = opt.step(h, cfg_.optim_grad_clip, &times_);
+  if (!std::isfinite(gnorm)) {  // every rank sees the same global norm and skipped the update
+    ++st_.bad_steps;
+    ++st_.bad_run;
+    log0("step %lld: non-finite loss or gradient (norm %g): update skipped (%lld in a row, "
+         "train.max_bad_steps = %lld)\n", (long long)st_.step + 1, gnorm, (long long)st_.bad_run,
+         (long long)cfg_.train_max_bad_steps);
+  } else {
+    st_.bad_run = 0;
+  }
+  s_.flat->zero_grad();
+  ++st_.step;
+}
+
+}  // namespace vitkd

@@ -1,0 +1,69 @@
+#pragma once
+// One optimizer step of the training loop: read the data it needs, select
+// samples when sifting, get the teacher's targets, forward, backward with the
+// gradient reduce-scatter, the sharded AdamW update. Every rank runs it in
+// lockstep: the collectives inside (sifting's gather, the teacher cache,
+// the reduce-scatter, the gradient norm) are reached in the same order on
+// every rank, also by a rank that has no samples in a step.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "config/config.hpp"
+#include "distill/targets.hpp"
+#include "sift/global_select.hpp"
+#include "sift/sample_pool.hpp"
+#include "train/run_state.hpp"
+#include "train/setup.hpp"
+#include "util/test_faults.hpp"
+#include "util/timing.hpp"
+
+namespace vitkd {
+
+/// Where a step's teacher targets come from.
+enum class TeacherSource {
+  None,    ///< teacher mode: cross-entropy on the labels
+  Live,    ///< the teacher (or its cache) runs on the step's samples
+  Pooled,  ///< logits computed at selection and pooled with the samples (criterion kd)
+  Sifted,  ///< scope "teacher": the rule picks the samples that get the teacher
+};
+
+/// What a call of StepEngine::run() did.
+enum class StepOutcome {
+  Trained,       ///< one optimizer step; the epoch goes on
+  TrainedLast,   ///< one optimizer step on the epoch's leftover samples; the epoch is over
+  EpochEnded,    ///< no step: the epoch had no data left
+};
+
+class StepEngine {
+ public:
+  /// `targets` is null in teacher mode. Every reference must outlive the engine.
+  StepEngine(const Config& cfg, TrainSetup& setup, RunState& state, SamplePool& pool,
+             GlobalSelector& selector, TeacherTargets* targets, PhaseTimes& times);
+
+  /// One optimizer step of the current epoch (the loader's epoch must have
+  /// begun). Collective.
+  StepOutcome run();
+
+ private:
+  bool fill(bool sifting);
+  void train(int64_t n, int64_t global_n, TeacherSource source);
+  torch::Tensor teacher_sifted_loss(const ViTOutput& out, const PoolTake& take, int64_t n);
+  std::vector<int64_t> select(const std::vector<int64_t>& indices, torch::Tensor losses,
+                              int64_t epoch);
+  torch::Tensor teacher_logits(const torch::Tensor& x, const torch::Tensor& index);
+  TeacherSource source(bool sifting) const;
+
+  const Config& cfg_;
+  TrainSetup& s_;
+  const TrainPlan& plan_;
+  RunState& st_;
+  SamplePool& pool_;
+  GlobalSelector& selector_;
+  TeacherTargets* targets_;
+  PhaseTimes& times_;
+  const TestFaults& faults_;
+};
+
+}  // namespace vitkd
