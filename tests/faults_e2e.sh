@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fault injection at NP ranks (issue 7). Each case checks the exit code, the
+# Fault injection at NP ranks. Each case checks the exit code, the
 # message, and that the last good checkpoint survives and resumes:
 #   1. a rank killed mid-step: the job ends within 30 s; resume finishes;
 #   2. one corrupt (NaN) batch: the step is skipped and counted;

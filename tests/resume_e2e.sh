@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoint and resume at NP ranks (issue 5):
+# Checkpoint and resume at NP ranks:
 #   1. bit-exact resume: N steps in one run == k steps, preemption (exit 75),
 #      N-k more; with sifting (ce), and distilling with kd sifting (pooled
 #      teacher logits), so the sift history and sample pool are covered, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sifting benchmark (issue 4): Fashion-MNIST distillation at 2 ranks, with and
+# Sifting benchmark: Fashion-MNIST distillation at 2 ranks, with and
 # without sifting, the same number of samples seen (train.epochs), the same
 # teacher, seeds and schedule. Reports wall time and student test top-1 per
 # variant and the change against no sifting.

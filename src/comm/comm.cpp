@@ -113,14 +113,6 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-bool have_nccl_backend() {
-#ifdef VITKD_HAVE_NCCL
-  return true;
-#else
-  return false;
-#endif
-}
-
 std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
   if (backend == "mpi") return std::make_unique<MpiCommunicator>();
   if (backend == "nccl") {

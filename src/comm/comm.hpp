@@ -49,19 +49,15 @@ class Communicator {
   int64_t bytes_sent_ = 0;
 };
 
-/// backend: "mpi", "nccl", or "auto" (NCCL when this build has it and a GPU
-/// is visible, else MPI). Throws UserError when the request cannot be met.
+/// backend: "mpi", "nccl", or "auto". "auto" is MPI: the model and its
+/// buffers live in host memory, which NCCL cannot reduce. Throws UserError
+/// when the request cannot be met (e.g. "nccl" in a build without NCCL).
 std::unique_ptr<Communicator> make_communicator(const std::string& backend);
 
 #ifdef VITKD_HAVE_NCCL
 /// The NCCL backend (comm/nccl_backend.cpp); buffers are device pointers.
 /// Throws UserError (one line) when no CUDA device is visible.
 std::unique_ptr<Communicator> make_nccl_communicator();
-/// Number of visible CUDA devices (0 if the driver is missing).
-int cuda_device_count();
 #endif
-
-/// Whether this build contains the NCCL backend.
-bool have_nccl_backend();
 
 }  // namespace vitkd

@@ -227,8 +227,6 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-int cuda_device_count() { return device_count_or_reason(nullptr); }
-
 std::unique_ptr<Communicator> make_nccl_communicator() {
   std::string why;
   const int n = device_count_or_reason(&why);
