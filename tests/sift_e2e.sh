@@ -96,7 +96,7 @@ print(f"ok scope teacher beta=0: {len(names)} parameter tensors bit-identical to
 r = json.load(open(f"{w}/tbeta1/result.json"))
 assert r["samples_trained"] == r["samples_seen"] == 2 * 768, r
 assert r["teacher_forwards"] == r["samples_kept"] < r["samples_seen"], r
-assert abs(r["kept_fraction"] - r["samples_kept"] / r["samples_seen"]) < 1e-12, r
+assert abs(r["kept_fraction"] - r["samples_kept"] / r["samples_seen"]) < 1e-9, r  # result.json: 10 digits
 print(f"ok scope teacher: every sample trained ({r['samples_trained']}), teacher_forwards "
       f"{r['teacher_forwards']} == samples_kept, kept fraction {r['kept_fraction']:.3f}")
 same_selection("tsel1", "tselN", "scope teacher")

@@ -8,14 +8,9 @@
 
 namespace vitkd {
 
-GlobalSelector::GlobalSelector(double beta, int64_t history, uint64_t seed,
+GlobalSelector::GlobalSelector(double beta, int64_t history, int64_t global_batch, uint64_t seed,
                                const std::string& trace_path)
-    : sifter_(beta, history, seed) {
-  if (!trace_path.empty() && world().root()) {
-    trace_.reset(std::fopen(trace_path.c_str(), "w"));
-    VK_CHECK(FILE, trace_ != nullptr);
-  }
-}
+    : sifter_(beta, history + global_batch, seed), trace_path_(world().root() ? trace_path : "") {}
 
 GlobalSelector::Decision GlobalSelector::select(const std::vector<int64_t>& indices,
                                                 const torch::Tensor& losses, int64_t epoch) {
@@ -40,6 +35,10 @@ GlobalSelector::Decision GlobalSelector::select(const std::vector<int64_t>& indi
     ls.push_back(p.second);
   }
   const auto keep = sifter_.select(idx, ls, epoch);
+  if (!trace_path_.empty() && !trace_) {
+    trace_.reset(std::fopen(trace_path_.c_str(), "w"));
+    VK_CHECK(FILE, trace_ != nullptr);
+  }
   if (trace_)
     for (size_t i = 0; i < idx.size(); ++i)
       std::fprintf(trace_.get(), "%lld %lld %.9g %d\n", (long long)epoch, (long long)idx[i], ls[i],

@@ -43,7 +43,7 @@ void close_loss_window(RunState& st) {
 }
 
 void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunTiming& t,
-                TeacherTargets* targets, const std::string& resumed_from) {
+                TeacherTargets* targets, const std::string& resumed_from, int64_t extended_from) {
   const World& w = world();
   TeacherCache* cache = targets ? targets->cache() : nullptr;
   const int64_t teacher_forwards = allreduce_sum(st.teacher_forwards);
@@ -81,6 +81,7 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("final_loss", st.logged_loss)
         .set("timing_log_overhead_fraction", t.log_overhead_seconds / std::max(1e-9, t.run_seconds))
         .set("resumed_from", resumed_from)
+        .set("extended_from_step", extended_from)
         .set("epoch_seconds", t.epoch_seconds)
         .set("teacher_cache_hits", cache_hits)
         .set("teacher_cache_filled", cache ? cache->filled() : int64_t(0))

@@ -38,7 +38,8 @@ struct RunTiming {
 
 /// Collective: sums the per-rank counters; rank 0 writes out_dir/result.json
 /// and prints the closing line. `targets` is null in teacher mode.
+/// `extended_from`: the step a finished run was extended from, or -1.
 void report_run(const Config& cfg, TrainSetup& setup, const RunState& state, const RunTiming& timing,
-                TeacherTargets* targets, const std::string& resumed_from);
+                TeacherTargets* targets, const std::string& resumed_from, int64_t extended_from);
 
 }  // namespace vitkd

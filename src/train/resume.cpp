@@ -89,6 +89,28 @@ CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSet
   return info;
 }
 
+ResumedSchedule check_resumed_schedule(const std::string& path, const Config& cfg,
+                                       const TrainPlan& plan, RunState& st) {
+  if (st.step > plan.total_steps)
+    throw UserError(path + " is at step " + std::to_string(st.step) + ", beyond this schedule of " +
+                    std::to_string(plan.total_steps) + " steps (train.epochs = " +
+                    std::to_string(cfg.train_epochs) + ", train.max_steps = " +
+                    std::to_string(cfg.train_max_steps) + "); raise train.epochs or train.max_steps "
+                    "to continue it, or set checkpoint.resume = \"never\" to start over");
+  if (!st.complete) return ResumedSchedule::Continue;
+  if (st.step == plan.total_steps) {
+    log0("resume: the run in %s already finished its schedule; nothing to do (raise train.epochs "
+         "or train.max_steps to extend it, or set checkpoint.resume = \"never\" to train again "
+         "from scratch)\n", cfg.run_out_dir.c_str());
+    return ResumedSchedule::Finished;
+  }
+  log0("resume: extending the finished run from step %lld to %lld (%.0f of %.0f samples seen): the "
+       "learning rate follows the cosine schedule of the new length from there\n",
+       (long long)st.step, (long long)plan.total_steps, double(st.samples_seen), plan.total_samples);
+  st.complete = false;
+  return ResumedSchedule::Extended;
+}
+
 std::string write_run_checkpoint(CheckpointKind kind, const Config& cfg, TrainSetup& s,
                                  const RunState& st, GlobalSelector& selector,
                                  const SamplePool& pool, double run_seconds, PhaseTimes& times) {
@@ -114,10 +136,6 @@ std::string write_run_checkpoint(CheckpointKind kind, const Config& cfg, TrainSe
   out.teacher_forwards = allreduce_sum(st.teacher_forwards);
   out.train_seconds = st.train_seconds + run_seconds;
   out.complete = kind == CheckpointKind::Final;
-  if (out.complete) {
-    out.data_epoch = st.epochs_done;
-    out.data_batch = 0;
-  }
   out.sift_history = selector.sifter().history().ordered();
   out.pool_index = pool.indices();
   out.logit_dim = s.plan.pools_logits() ? s.spec.classes : 0;

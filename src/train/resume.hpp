@@ -30,11 +30,25 @@ std::string choose_resume(const Config& cfg, ViT& model, int64_t numel);
 CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSetup& setup,
                             RunState& state, GlobalSelector& selector, SamplePool& pool);
 
+/// What a resumed run does with its schedule.
+enum class ResumedSchedule {
+  Continue,  ///< the checkpoint is inside this run's schedule: train on
+  Finished,  ///< the checkpoint finished this very schedule: nothing to do
+  Extended,  ///< it finished a shorter schedule: train on to the new length
+};
+/// Compares the resumed state with this run's schedule (train.epochs,
+/// train.max_steps): UserError naming the checkpoint's step when the
+/// schedule is shorter than the steps already done. Extended clears
+/// state.complete and says so on rank 0.
+ResumedSchedule check_resumed_schedule(const std::string& path, const Config& cfg,
+                                       const TrainPlan& plan, RunState& state);
+
 enum class CheckpointKind {
   Periodic,    ///< checkpoint.every_steps: out_dir/checkpoint-step<N>.h5, published as checkpoint.h5
   Preempted,   ///< after SIGTERM/SIGUSR1: the same, before exiting for a requeue
   Diagnostic,  ///< after train.max_bad_steps non-finite steps: out_dir/diagnostic-step<N>.h5, not published
-  Final,       ///< the schedule is complete; the data cursor is at its end
+  Final,       ///< the schedule is complete (the data cursor stays where it is, so a
+               ///< longer schedule can continue from it)
 };
 
 /// Collective: writes the run's checkpoint of `kind` from `state` and the

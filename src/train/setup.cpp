@@ -16,6 +16,13 @@
 namespace vitkd {
 namespace {
 
+// A warning about the whole run (every rank calls it): printed by rank 0.
+void warn_once(const std::string& msg) {
+  if (!world().root()) return;
+  std::fprintf(stderr, "vitkd: warning: %s\n", msg.c_str());
+  std::fflush(stderr);
+}
+
 // Creates out_dir on rank 0 and checks that every rank can write there.
 void prepare_out_dir(const std::string& dir) {
   int ok = 1;
@@ -37,10 +44,19 @@ void prepare_out_dir(const std::string& dir) {
                     "; choose a directory you can write to");
 }
 
-int64_t auto_threads(const Config& c) {
-  if (c.train_threads > 0) return c.train_threads;
+// Compute threads per rank: train.threads, or the node's cores shared by its
+// ranks. More threads than a rank's share of cores only oversubscribes them.
+// Collective (hosts may differ, every rank must agree to fail).
+int64_t compute_threads(const Config& c) {
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  return std::max<int64_t>(1, cores / std::max(1, world().local_size));
+  const int64_t share = std::max<int64_t>(1, cores / std::max(1, world().local_size));
+  const int64_t min_share = allreduce_min(share);
+  if (c.train_threads > 0 && c.train_threads > min_share)
+    throw UserError("train.threads = " + std::to_string(c.train_threads) + " is more than the " +
+                    std::to_string(min_share) + " core(s) per rank of the smallest node here (cores / " +
+                    "ranks on the node); set it to at most " + std::to_string(min_share) +
+                    ", or 0 to choose automatically");
+  return c.train_threads > 0 ? c.train_threads : share;
 }
 
 TrainPlan plan_from_config(const Config& cfg, int64_t threads) {
@@ -108,13 +124,20 @@ void echo_model(const Config& cfg, const TrainSetup& s) {
 
 void echo_sifting(const Config& cfg, const TrainPlan& p) {
   if (p.sift == SiftScope::Off) return;
-  log0("sifting: beta %.2f (expected kept fraction %.2f), history %lld, from step %lld, criterion %s, "
-       "scope %s\n",
-       cfg.sift_beta, 1.0 / (1.0 + cfg.sift_beta), (long long)cfg.sift_history, (long long)cfg.sift_delay,
+  log0("sifting: beta %.2f (expected kept fraction %.2f), history %lld + the global batch of %lld, "
+       "from step %lld, criterion %s, scope %s\n",
+       cfg.sift_beta, 1.0 / (1.0 + cfg.sift_beta), (long long)cfg.sift_history,
+       (long long)p.global_batch, (long long)cfg.sift_delay,
        p.criterion == SiftCriterion::Distillation ? "kd (teacher on every sample)"
                                                   : "ce (teacher on kept samples only)",
        p.sift == SiftScope::Teacher ? "teacher (every sample trains; only kept samples get the teacher's targets)"
                                     : "sample (only kept samples train)");
+  // Ranked mostly against its own batch, a sample's percentile is a rank
+  // within the batch, not within the recent history the rule is about.
+  if (cfg.sift_history < 2 * p.global_batch)
+    warn_once("sift.history = " + std::to_string(cfg.sift_history) + " is shorter than 2 global batches (2 x " +
+              std::to_string(p.global_batch) + " samples): each sample is ranked mostly against its own "
+              "batch; raise sift.history to at least " + std::to_string(2 * p.global_batch));
 }
 
 }  // namespace
@@ -142,7 +165,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
                     " samples, fewer than one global batch (data.batch_size " +
                     std::to_string(cfg.data_batch_size) + " x " + std::to_string(w.size) +
                     " ranks); lower data.batch_size or use more data");
-  s.plan = plan_from_config(cfg, auto_threads(cfg));
+  s.plan = plan_from_config(cfg, compute_threads(cfg));
   TrainPlan& plan = s.plan;
   if (plan.distilling()) s.teacher = make_teacher(cfg, s.meta, plan.bf16);  // checks it fits the data
   s.teacher_cache_file = cfg.distill_teacher_cache_file.empty() ? cfg.run_out_dir + "/teacher_logits.h5"

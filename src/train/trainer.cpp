@@ -66,7 +66,8 @@ int train_main(const Config& cfg, const std::string& origin) {
   std::unique_ptr<TrainSetup> setup = setup_training(cfg, origin);
   TrainSetup& s = *setup;
   const TrainPlan& plan = s.plan;
-  GlobalSelector selector(cfg.sift_beta, cfg.sift_history, static_cast<uint64_t>(cfg.run_seed),
+  GlobalSelector selector(cfg.sift_beta, cfg.sift_history, plan.global_batch,
+                          static_cast<uint64_t>(cfg.run_seed),
                           plan.sift != SiftScope::Off && cfg.sift_trace ? cfg.run_out_dir + "/sift_trace.txt"
                                                                         : std::string());
   const TestFaults& faults = TestFaults::get();
@@ -79,13 +80,12 @@ int train_main(const Config& cfg, const std::string& origin) {
 
   // ---- resume ------------------------------------------------------------------
   const std::string resume_from = choose_resume(cfg, s.student, s.flat->numel);
+  int64_t extended_from = -1;
   if (!resume_from.empty()) {
     apply_resume(resume_from, cfg, s, st, selector, pool);
-    if (st.complete) {
-      log0("resume: the run in %s already finished its schedule; nothing to do (set "
-           "checkpoint.resume = \"never\" to train again from scratch)\n", cfg.run_out_dir.c_str());
-      return kExitOk;
-    }
+    const ResumedSchedule r = check_resumed_schedule(resume_from, cfg, plan, st);
+    if (r == ResumedSchedule::Finished) return kExitOk;
+    if (r == ResumedSchedule::Extended) extended_from = st.step;
   }
   TimingLog tlog(cfg.run_out_dir + "/timing.h5", s.timing_attrs, cfg.train_timing_every_steps,
                  resume_from.empty() ? -1 : st.step);
@@ -109,7 +109,7 @@ int train_main(const Config& cfg, const std::string& origin) {
   timing.trained_at_start = st.samples_trained;
   const auto t_train = Clock::now();
   st.window.reset();
-  bool stop = false;
+  bool stop = st.step >= plan.total_steps;  // e.g. preempted right after the last step
   s.student->train();
   const int64_t start_epoch = st.data_epoch;
   for (int64_t epoch = start_epoch; epoch < plan.epochs && !stop; ++epoch) {
@@ -154,6 +154,10 @@ int train_main(const Config& cfg, const std::string& origin) {
                              times);
     }
     st.epochs_done = epoch + 1;
+    if (!stop || st.data_batch >= plan.steps_per_epoch) {  // the cursor moves past a finished epoch
+      st.data_epoch = epoch + 1;
+      st.data_batch = 0;
+    }
     timing.epoch_seconds.push_back(seconds_since(t_epoch));
     const bool last = (stop || epoch + 1 == plan.epochs) && cfg.train_final_eval;
     if (last || (cfg.train_eval_every_epochs > 0 && (epoch + 1) % cfg.train_eval_every_epochs == 0)) {
@@ -176,7 +180,7 @@ int train_main(const Config& cfg, const std::string& origin) {
   timing.eval_seconds = allreduce_max(times.total[static_cast<int>(Phase::Eval)]);
   write_run_checkpoint(CheckpointKind::Final, cfg, s, st, selector, pool, seconds_since(t_train), times);
   timing.phase_seconds.assign(times.total.begin(), times.total.end());
-  report_run(cfg, s, st, timing, targets.get(), resume_from);
+  report_run(cfg, s, st, timing, targets.get(), resume_from, extended_from);
   return kExitOk;
 }
 

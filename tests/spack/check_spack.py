@@ -75,6 +75,9 @@ def check_environment(src):
     for want in ("openmpi", "hdf5", "kokkos", "py-torch", "cmake", "googletest",
                  "tomlplusplus", "zlib", "vitkd"):
         check(want in names, f"spack.yaml: spack.specs lacks {want} (has {sorted(names)})")
+    kokkos = [s for s in specs if spec_name(s) == "kokkos"]
+    check(any("+openmp" in spec_tokens(s) for s in kokkos),
+          f"spack.yaml: the kokkos spec must ask for +openmp (got {kokkos})")
     hdf5 = [s for s in specs if spec_name(s) == "hdf5"]
     check(any("+mpi" in spec_tokens(s) for s in hdf5),
           f"spack.yaml: the hdf5 spec must ask for +mpi (got {hdf5})")
@@ -331,6 +334,14 @@ def check_recipe(src):
     check(any(n == "nccl" and "+cuda" in spec_tokens(w) for n, _, w, _ in deps),
           f"{where}: no depends_on('nccl', when='+cuda')")
     check("nccl" not in uncond, f"{where}: nccl must only be a dependency when +cuda")
+    # Kokkos runs the host kernels threaded (Spack's default Kokkos is Serial).
+    check("+openmp" in spec_tokens(uncond.get("kokkos", "")),
+          f"{where}: kokkos dependency must ask for +openmp (got {uncond.get('kokkos')!r})")
+    # The test suite's Python modules are declared (type="test").
+    test_deps = {n for n, _, _, t in deps if t in ("test", ("test",))}
+    for module in ("python", "py-numpy", "py-h5py", "py-matplotlib", "py-pyyaml", "py-pillow",
+                   "py-torch"):
+        check(module in test_deps, f"{where}: no depends_on('{module}', type='test') (the tests use it)")
 
     # cmake_args() for ~cuda and +cuda, with a fake py-torch prefix on disk.
     runs = 0

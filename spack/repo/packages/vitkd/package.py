@@ -56,10 +56,12 @@ class Vitkd(CMakePackage, CudaPackage):
     depends_on("mpi")
     # CMakeLists.txt stops unless HDF5_IS_PARALLEL.
     depends_on("hdf5+mpi")
-    # vitkd only runs Kokkos on the host (DefaultHostExecutionSpace) and builds
-    # its sources with the ordinary C++ compiler; a CUDA-enabled Kokkos would
-    # require nvcc_wrapper for every translation unit, so keep it off.
-    depends_on("kokkos~cuda")
+    # vitkd runs Kokkos on the host (DefaultHostExecutionSpace): the
+    # augmentation and AdamW kernels. Spack builds Kokkos Serial unless told
+    # otherwise, so ask for OpenMP (train.threads sets its thread count). A
+    # CUDA-enabled Kokkos would require nvcc_wrapper for every translation
+    # unit; the +cuda variant keeps Kokkos on the host for now.
+    depends_on("kokkos+openmp~cuda")
     # LibTorch (TorchConfig.cmake ships in py-torch's site-packages/torch).
     depends_on("py-torch")
     depends_on("tomlplusplus")
@@ -70,6 +72,13 @@ class Vitkd(CMakePackage, CudaPackage):
     # GoogleTest is only needed when the test suite is configured (spack
     # install --test=root sets run_tests, see VITKD_BUILD_TESTS below).
     depends_on("googletest", type="test")
+    # The tests run Python scripts (found by CMake's FindPython3) that compare
+    # against PyTorch and read HDF5 files; a test whose optional module is
+    # missing is skipped, with the reason, rather than failed.
+    depends_on("python@3.8:", type="test")
+    for _module in ("py-numpy", "py-h5py", "py-matplotlib", "py-pyyaml", "py-pillow"):
+        depends_on(_module, type="test")
+    depends_on("py-torch", type="test")  # the PyTorch references (also LibTorch, above)
 
     # ---- +cuda (the variant and cuda_arch come from CudaPackage) -------------
     depends_on("nccl", when="+cuda")
