@@ -99,6 +99,41 @@ DatasetMeta validate_dataset(const std::string& path) {
   return m;
 }
 
+DatasetMeta validate_dataset_collective(const std::string& path) {
+  DatasetMeta m;
+  std::string error;
+  if (world().root()) {
+    try {
+      m = validate_dataset(path);
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  error = broadcast_string(error);
+  if (!error.empty()) throw UserError(error);
+  int64_t sizes[7] = {m.height, m.width, m.channels, m.num_classes, m.train_size, m.test_size,
+                      static_cast<int64_t>(m.mean.size())};
+  broadcast_bytes(sizes, sizeof sizes, 0);
+  m.path = path;
+  m.height = sizes[0];
+  m.width = sizes[1];
+  m.channels = sizes[2];
+  m.num_classes = sizes[3];
+  m.train_size = sizes[4];
+  m.test_size = sizes[5];
+  m.mean.resize(sizes[6]);
+  m.std.resize(sizes[6]);
+  broadcast_bytes(m.mean.data(), sizes[6] * sizeof(double), 0);
+  broadcast_bytes(m.std.data(), sizes[6] * sizeof(double), 0);
+  std::string names;
+  for (const auto& n : m.class_names) names += n + '\0';
+  names = broadcast_string(names);
+  m.class_names.clear();
+  for (size_t b = 0, e; (e = names.find('\0', b)) != std::string::npos; b = e + 1)
+    m.class_names.push_back(names.substr(b, e - b));
+  return m;
+}
+
 void channel_mean_std(const std::vector<double>& sum, const std::vector<double>& sq, double count,
                       std::vector<double>& mean, std::vector<double>& sd) {
   const size_t channels = sum.size();

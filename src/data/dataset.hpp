@@ -39,6 +39,12 @@ struct DatasetMeta {
 /// UserError naming the file and dataset. Reads all labels (to range-check).
 DatasetMeta validate_dataset(const std::string& path);
 
+/// Collective: rank 0 alone opens and validates the file (validate_dataset)
+/// and broadcasts the result, so a job of many ranks touches the file's
+/// metadata once, not once per rank. The same UserError on every rank when
+/// the file is bad.
+DatasetMeta validate_dataset_collective(const std::string& path);
+
 /// In-memory split, for writing (prepare) and for small tests.
 struct DatasetSplit {
   std::vector<uint8_t> images;  ///< [N, H, W, C]

@@ -156,7 +156,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   TrainSetup& s = *out;
 
   // ---- validate everything before writing anything -------------------------
-  s.meta = validate_dataset(cfg.data_path);
+  s.meta = validate_dataset_collective(cfg.data_path);
   s.spec = spec_from_config(cfg);
   check_spec_fits_data(s.spec, s.meta, origin, "model.");
   const int64_t G = cfg.data_batch_size * w.size;
