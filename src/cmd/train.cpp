@@ -7,6 +7,7 @@
 #include "config/config.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
+#include "util/test_faults.hpp"
 
 namespace vitkd {
 
@@ -16,6 +17,11 @@ int train_command(const std::vector<std::string>& args) {
   if (a.help()) return cli::print_help(cli::help_text(cmd));
   const std::string& path = a.positional("CONFIG.toml");
   const Config cfg = load_config(path, a.all("set"));
+  // A user error that one rank alone finds (collective by default, as most
+  // are): tests that its message still reaches the user (util/error.cpp, die).
+  if (TestFaults::get().user_error_rank == world().rank)
+    throw UserError("VITKD_TEST_USER_ERROR_RANK: rank " + std::to_string(world().rank) +
+                    " alone found this user error");
   return train_main(cfg, path);
 }
 

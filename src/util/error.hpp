@@ -49,11 +49,16 @@ class RuntimeError : public std::runtime_error {
 };
 
 /// Prints "vitkd: error: <msg>" (prefixed with the rank when the world has
-/// more than one), flushes, and ends all ranks with exit code `code`.
-/// `collective` = true: every rank found the same error at the same point, so
-/// only rank 0 prints, and the ranks leave together through a barrier with a
-/// 10 s limit (MPI_Ibarrier + MPI_Finalize), falling back to MPI_Abort if any
-/// rank does not arrive. Otherwise MPI_Abort ends every rank at once.
+/// more than one), flushes, and ends all ranks with exit code `code`. The
+/// message reaches the user exactly once:
+///  * `collective` = false: this rank prints "vitkd: error [rank r]: ..." and
+///    MPI_Abort ends every rank at once.
+///  * `collective` = true (every rank should find the same error at the same
+///    point): rank 0 prints at once; the ranks meet in a barrier with a 5 s
+///    limit (MPI_Ibarrier). If all arrive they leave through MPI_Finalize with
+///    `code` (a rank whose message differs from rank 0's prints it too). If
+///    not, the error was not collective after all: a rank other than 0 prints
+///    its message with its rank, then MPI_Abort ends every rank with `code`.
 [[noreturn]] void die(int code, const std::string& msg, bool collective = false);
 
 /// Called by VK_CHECK on failure.
