@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -96,6 +98,16 @@ void die(int code, const std::string& msg, bool collective) {
     MPI_Finalize();
   }
   std::_Exit(code);
+}
+
+void warn(const std::string& msg) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!seen.insert(msg).second) return;
+  // One call, so that lines from several ranks do not interleave.
+  std::fprintf(stderr, "vitkd: warning: %s\n", msg.c_str());
+  std::fflush(stderr);
 }
 
 void check_failed(const char* lib, const char* expr, const char* file, int line,

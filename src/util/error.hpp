@@ -6,7 +6,8 @@
 //    own message, then aborts every rank (MPI_Abort). Internal failures only.
 //  * vitkd::UserError is thrown for mistakes the user can fix (configuration,
 //    data, command line). main() turns it into one line and exit code 2.
-//  * vitkd::die() is the single place that prints and ends the program.
+//  * vitkd::die() is the single place that prints errors and ends the
+//    program; vitkd::warn() the single place for warnings that go on.
 #include <stdexcept>
 #include <string>
 
@@ -60,6 +61,11 @@ class RuntimeError : public std::runtime_error {
 ///    not, the error was not collective after all: a rank other than 0 prints
 ///    its message with its rank, then MPI_Abort ends every rank with `code`.
 [[noreturn]] void die(int code, const std::string& msg, bool collective = false);
+
+/// Prints "vitkd: warning: <msg>" on stderr from the calling rank, whichever
+/// it is, once per distinct message in this process; never collective. For
+/// what only some ranks see (e.g. an image file one rank could not decode).
+void warn(const std::string& msg);
 
 /// Called by VK_CHECK on failure.
 [[noreturn]] void check_failed(const char* lib, const char* expr, const char* file,
