@@ -1,5 +1,6 @@
 // vitkd: distill a large Vision Transformer into a small one, data-parallel
-// over MPI ranks. This file only wires the subcommands to their modules.
+// over MPI ranks. This file only wires: Kokkos gets the --kokkos-* arguments,
+// every other argument goes to the subcommand (src/cmd/, tables in cmd/args).
 #include <Kokkos_Core.hpp>
 #include <c10/util/Exception.h>
 
@@ -8,51 +9,63 @@
 #include <string>
 #include <vector>
 
+#include "cmd/args.hpp"
 #include "cmd/commands.hpp"
 #include "comm/world.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
 #include "util/strings.hpp"
 
+#ifndef VITKD_GIT_COMMIT
+#define VITKD_GIT_COMMIT ""  // set by CMake when configured from a git checkout
+#endif
+
 namespace {
 
-const char* kUsage =
-    "usage: vitkd <command> [args]\n"
-    "  train CONFIG.toml [--set section.key=value ...]   train a teacher or distill a student\n"
-    "  prepare fashion-mnist --out FILE.h5 [--source DIR]\n"
-    "  prepare synthetic --out FILE.h5 [--train N --test N --size S --channels C --classes K --seed S]\n"
-    "  prepare folder DIR --out FILE.h5 --size S [--test-fraction F --seed N --channels 1|3]\n"
-    "                                                     one subfolder of PNG/JPEG files per class\n"
-    "  export CHECKPOINT.h5 --out DIR [--data FILE.h5]    the student for PyTorch (weights, loader, reference logits)\n"
-    "  bench gemm|ops|comm [...]                          measure matrix-product, GELU and communication rates\n"
-    "  inspect FILE.h5                                    summarise a dataset, checkpoint or timing log\n"
-    "  keys                                               list every configuration key and default\n"
-    "  version\n"
-    "Launch with mpirun/srun for several ranks. Exit codes: 0 ok, 1 runtime failure,\n"
-    "2 user error (usage, configuration, data), 75 preempted after a checkpoint.\n";
+using Subcommand = int (*)(const std::vector<std::string>&);
+
+int version_main(const std::vector<std::string>& args) {
+  using namespace vitkd;
+  const cli::Command& cmd = cli::command("version");
+  if (cli::parse(cmd, args).help()) return cli::print_help(cli::help_text(cmd));
+  const std::string commit = VITKD_GIT_COMMIT;
+  return cli::print_help(std::string("vitkd ") + VITKD_VERSION +
+                         (commit.empty() ? "" : " (git " + commit + ")") + "\n");
+}
+
+int run(const std::vector<std::string>& args);
+
+// `vitkd help [COMMAND]`: the overview, or COMMAND --help.
+int help_main(const std::vector<std::string>& args) {
+  using namespace vitkd;
+  const cli::Command& cmd = cli::command("help");
+  const cli::Args a = cli::parse(cmd, args);
+  if (a.help() || a.positional("COMMAND").empty()) return cli::print_help(cli::main_help());
+  return run({a.positional("COMMAND"), "--help"});
+}
 
 int run(const std::vector<std::string>& args) {
   using namespace vitkd;
-  if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
-    if (world().root()) std::fputs(kUsage, args.empty() ? stderr : stdout);
-    return args.empty() ? kExitUser : kExitOk;
+  static const std::vector<std::pair<std::string, Subcommand>> kCommands = {
+      {"train", train_command}, {"prepare", prepare_main}, {"export", export_main},
+      {"inspect", inspect_main}, {"bench", bench_main},    {"keys", keys_main},
+      {"version", version_main}, {"help", help_main}};
+  if (args.empty()) {
+    if (world().root()) std::fputs(cli::main_help().c_str(), stderr);
+    return kExitUser;
   }
-  const std::string cmd = args[0];
+  const std::string& name = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (cmd == "version") {
-    if (world().root()) std::printf("vitkd %s\n", VITKD_VERSION);
-    return kExitOk;
+  if (name == "-h" || name == "--help") return help_main(rest);
+  if (name == "--version") return version_main(rest);
+  std::vector<std::string> names;
+  for (const auto& c : kCommands) {
+    if (c.first == name) return c.second(rest);
+    names.push_back(c.first);
   }
-  if (cmd == "keys") return keys_main(rest);
-  if (cmd == "prepare") return prepare_main(rest);
-  if (cmd == "inspect") return inspect_main(rest);
-  if (cmd == "bench") return bench_main(rest);
-  if (cmd == "export") return export_main(rest);
-  if (cmd == "train") return train_command(rest);
-  std::vector<std::string> cmds{"train", "prepare", "export", "bench", "inspect", "keys", "version", "help"};
-  const std::string n = nearest(cmd, cmds);
-  throw UserError("unknown command '" + cmd + "'" + (n.empty() ? "" : " (did you mean '" + n + "'?)") +
-                  "; run `vitkd help`");
+  const std::string n = nearest(name, names);
+  throw UserError("unknown command '" + name + "'" + (n.empty() ? "" : " (did you mean '" + n + "'?)") +
+                  "; run 'vitkd --help'");
 }
 
 }  // namespace
@@ -66,9 +79,25 @@ int main(int argc, char** argv) {
     std::signal(SIGXFSZ, SIG_IGN);
     init_world(&argc, &argv);
     h5_silence_errors();
-    Kokkos::ScopeGuard kokkos(argc, argv);
-    std::vector<std::string> args(argv + 1, argv + argc);
-    code = run(args);
+    // Kokkos sees only its own --kokkos-* arguments (else it would answer
+    // vitkd's --help with its own page); vitkd sees the rest.
+    std::vector<char*> kokkos_argv{argv[0]};
+    std::vector<std::string> args;
+    bool kokkos_help = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a.rfind("--kokkos-", 0) == 0) {
+        kokkos_argv.push_back(argv[i]);
+        kokkos_help = kokkos_help || a == "--kokkos-help";
+      } else {
+        args.push_back(a);
+      }
+    }
+    int kokkos_argc = static_cast<int>(kokkos_argv.size());
+    kokkos_argv.push_back(nullptr);
+    Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_argv.data());
+    // `vitkd --kokkos-help` alone: Kokkos has printed its page; nothing else to do.
+    code = (kokkos_help && args.empty()) ? kExitOk : run(args);
   } catch (const UserError& e) {
     die(kExitUser, e.what(), e.collective());
   } catch (const RuntimeError& e) {

@@ -5,8 +5,8 @@
 #include <torch/torch.h>
 
 #include <cstdio>
-#include <map>
 
+#include "cmd/args.hpp"
 #include "comm/comm.hpp"
 #include "comm/world.hpp"
 #include "io/json.hpp"
@@ -18,14 +18,9 @@
 namespace vitkd {
 namespace {
 
-int64_t flag(const std::map<std::string, std::string>& f, const char* k, int64_t def) {
-  auto it = f.find(k);
-  return it == f.end() ? def : std::stoll(it->second);
-}
-
-int bench_gemm(const std::map<std::string, std::string>& f) {
-  torch::set_num_threads(static_cast<int>(flag(f, "threads", 1)));
-  const double secs = flag(f, "millis", 1000) / 1000.0;
+int bench_gemm(const cli::Args& a) {
+  torch::set_num_threads(static_cast<int>(a.integer("threads")));
+  const double secs = a.integer("millis") / 1000.0;
   struct Shape { const char* what; int64_t m, k, n; };
   // Tokens per batch: 64 samples x 50 tokens (28x28, patch 4, + class token).
   const std::vector<Shape> shapes = {
@@ -46,16 +41,16 @@ int bench_gemm(const std::map<std::string, std::string>& f) {
       out.set("gemm_fp32_flops_per_core", fp / torch::get_num_threads());
     }
   }
-  if (f.count("out") && world().root()) out.write(f.at("out"));
+  if (a.given("out") && world().root()) out.write(a.text("out"));
   return kExitOk;
 }
 
 // vitkd's GELU against torch::gelu, forward and backward, at the MLP
 // activation shapes of the Fashion-MNIST models, next to the fc1 product that
 // feeds it (the performance log's evidence for src/model/gelu.cpp).
-int bench_ops(const std::map<std::string, std::string>& f) {
-  torch::set_num_threads(static_cast<int>(flag(f, "threads", 1)));
-  const double secs = flag(f, "millis", 500) / 1000.0;
+int bench_ops(const cli::Args& a) {
+  torch::set_num_threads(static_cast<int>(a.integer("threads")));
+  const double secs = a.integer("millis") / 1000.0;
   struct Shape { const char* what; int64_t rows, dim, hidden; };
   const std::vector<Shape> shapes = {{"teacher [3200, 768]", 3200, 192, 768},
                                      {"student [3200, 384]", 3200, 96, 384}};
@@ -85,9 +80,9 @@ int bench_ops(const std::map<std::string, std::string>& f) {
   return kExitOk;
 }
 
-int bench_comm(const std::map<std::string, std::string>& f) {
-  const int64_t n = flag(f, "elements", 2684576);  // the teacher's parameter count
-  const int64_t iters = flag(f, "iters", 20);
+int bench_comm(const cli::Args& a) {
+  const int64_t n = a.integer("elements");
+  const int64_t iters = a.integer("iters");
   const int P = world().size;
   const int64_t S = (n + P - 1) / P;
   std::vector<float> send(S * P, 1.0f), recv(S), gather(S * P, 0.0f);
@@ -128,21 +123,13 @@ int bench_comm(const std::map<std::string, std::string>& f) {
 }  // namespace
 
 int bench_main(const std::vector<std::string>& args) {
-  const char* usage =
-      "usage: vitkd bench gemm [--threads T --millis MS --out FILE.json]\n"
-      "       vitkd bench ops [--threads T --millis MS]   (GELU: torch vs vitkd)\n"
-      "       vitkd bench comm [--elements N --iters K]   (under mpirun)";
-  if (args.empty()) throw UserError(std::string("bench: what to measure?\n") + usage);
-  std::map<std::string, std::string> f;
-  for (size_t i = 1; i < args.size(); i += 2) {
-    if (args[i].rfind("--", 0) != 0 || i + 1 >= args.size())
-      throw UserError("bench: unexpected argument '" + args[i] + "'\n" + usage);
-    f[args[i].substr(2)] = args[i + 1];
-  }
-  if (args[0] == "gemm") return bench_gemm(f);
-  if (args[0] == "comm") return bench_comm(f);
-  if (args[0] == "ops") return bench_ops(f);
-  throw UserError("bench: unknown benchmark '" + args[0] + "'; expected 'gemm', 'ops' or 'comm'\n" + usage);
+  const cli::Command* cmd = cli::pick_kind("bench", args);
+  if (!cmd) return cli::print_help(cli::group_help("bench"));
+  const cli::Args a = cli::parse(*cmd, std::vector<std::string>(args.begin() + 1, args.end()));
+  if (a.help()) return cli::print_help(cli::help_text(*cmd));
+  if (args[0] == "gemm") return bench_gemm(a);
+  if (args[0] == "ops") return bench_ops(a);
+  return bench_comm(a);
 }
 
 }  // namespace vitkd

@@ -2,6 +2,8 @@
 // vitkd's subcommands: each a thin layer over the libraries below it, taking
 // the arguments after its name and returning the process exit code
 // (util/error.hpp: kExitOk, kExitUser, ...). main.cpp dispatches to them.
+// Each checks its arguments against its table in cmd/args.cpp (one parser;
+// `--help` is printed from the same table) before it does anything else.
 #include <string>
 #include <vector>
 

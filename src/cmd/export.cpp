@@ -1,4 +1,5 @@
 #include "cmd/export.hpp"
+#include "cmd/args.hpp"
 #include "cmd/commands.hpp"
 
 #include <unistd.h>
@@ -23,9 +24,6 @@
 
 namespace vitkd {
 namespace {
-
-const char* kExportUsage =
-    "usage: vitkd export CHECKPOINT.h5 --out DIR [--data FILE.h5] [--batch N]";
 
 void write_text(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
@@ -67,29 +65,11 @@ bool find_dataset(const CheckpointInfo& info, const std::string& ckpt, const std
 }  // namespace
 
 int export_main(const std::vector<std::string>& args) {
-  std::string ckpt, out_dir, data;
-  int64_t batch = 8;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw UserError("export: " + a + " needs a value; " + kExportUsage);
-      return args[++i];
-    };
-    if (a == "--out") out_dir = value();
-    else if (a == "--data") data = value();
-    else if (a == "--batch") {
-      const std::string v = value();
-      char* end = nullptr;
-      batch = std::strtoll(v.c_str(), &end, 10);
-      if (end == v.c_str() || *end || batch < 1 || batch > 4096)
-        throw UserError("export: --batch must be an integer in [1, 4096], got '" + v + "'");
-    } else if (a.rfind("--", 0) == 0)
-      throw UserError("export: unknown option '" + a + "'; " + kExportUsage);
-    else if (ckpt.empty()) ckpt = a;
-    else throw UserError("export: unexpected argument '" + a + "'; " + kExportUsage);
-  }
-  if (ckpt.empty()) throw UserError(std::string("export: missing CHECKPOINT.h5; ") + kExportUsage);
-  if (out_dir.empty()) throw UserError(std::string("export: --out DIR is required; ") + kExportUsage);
+  const cli::Command& cmd = cli::command("export");
+  const cli::Args a = cli::parse(cmd, args);
+  if (a.help()) return cli::print_help(cli::help_text(cmd));
+  const std::string ckpt = a.positional("CHECKPOINT.h5"), out_dir = a.text("out"), data = a.text("data");
+  const int64_t batch = a.integer("batch");
 
   // Everything is checked on every rank (same files, same errors); rank 0 writes.
   const CheckpointInfo info = read_checkpoint_info(ckpt);

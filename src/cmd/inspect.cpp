@@ -1,4 +1,5 @@
 #include "cmd/commands.hpp"
+#include "cmd/args.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -136,9 +137,10 @@ void inspect_other(const std::string& path) {
 }  // namespace
 
 int inspect_main(const std::vector<std::string>& args) {
-  if (args.size() != 1)
-    throw UserError("inspect: expected one file; usage: vitkd inspect FILE.h5");
-  const std::string& path = args[0];
+  const cli::Command& cmd = cli::command("inspect");
+  const cli::Args a = cli::parse(cmd, args);
+  if (a.help()) return cli::print_help(cli::help_text(cmd));
+  const std::string& path = a.positional("FILE.h5");
   std::string format;
   {
     H5Lock lock(h5_mutex());

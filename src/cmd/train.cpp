@@ -1,33 +1,33 @@
 // `vitkd train` and `vitkd keys`: the configuration's command-line face.
 #include <cstdio>
 
+#include "cmd/args.hpp"
 #include "cmd/commands.hpp"
 #include "comm/world.hpp"
 #include "config/config.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
+#include "util/test_faults.hpp"
 
 namespace vitkd {
 
-int train_command(const std::vector<std::string>& rest) {
-  if (rest.empty() || rest[0].rfind("--", 0) == 0)
-    throw UserError("train: missing CONFIG.toml; usage: vitkd train CONFIG.toml [--set section.key=value ...]");
-  std::vector<std::string> overrides;
-  for (size_t i = 1; i < rest.size(); ++i) {
-    if (rest[i] == "--set" && i + 1 < rest.size()) {
-      overrides.push_back(rest[++i]);
-    } else if (rest[i].rfind("--set=", 0) == 0) {
-      overrides.push_back(rest[i].substr(6));
-    } else {
-      throw UserError("train: unexpected argument '" + rest[i] +
-                      "'; usage: vitkd train CONFIG.toml [--set section.key=value ...]");
-    }
-  }
-  const Config cfg = load_config(rest[0], overrides);
-  return train_main(cfg, rest[0]);
+int train_command(const std::vector<std::string>& args) {
+  const cli::Command& cmd = cli::command("train");
+  const cli::Args a = cli::parse(cmd, args);
+  if (a.help()) return cli::print_help(cli::help_text(cmd));
+  const std::string& path = a.positional("CONFIG.toml");
+  const Config cfg = load_config(path, a.all("set"));
+  // A user error that one rank alone finds (collective by default, as most
+  // are): tests that its message still reaches the user (util/error.cpp, die).
+  if (TestFaults::get().user_error_rank == world().rank)
+    throw UserError("VITKD_TEST_USER_ERROR_RANK: rank " + std::to_string(world().rank) +
+                    " alone found this user error");
+  return train_main(cfg, path);
 }
 
-int keys_main(const std::vector<std::string>&) {
+int keys_main(const std::vector<std::string>& args) {
+  const cli::Command& cmd = cli::command("keys");
+  if (cli::parse(cmd, args).help()) return cli::print_help(cli::help_text(cmd));
   if (world().root())
     for (const auto& k : config_keys())
       std::printf("%-28s %-8s %-16s %s\n", k.name.c_str(), k.type.c_str(), k.def.c_str(),

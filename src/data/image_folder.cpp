@@ -347,7 +347,7 @@ void prepare_folder(const FolderSpec& sp) {
       const std::string why = decode_image(it.path, C, img);
       if (!why.empty()) {
         ++skipped;
-        std::fprintf(stderr, "prepare folder: skipped '%s': %s\n", it.path.c_str(), why.c_str());
+        warn("prepare folder: skipped '" + it.path + "': " + why);
         continue;
       }
       const Image out = resize_center_crop(img, S);

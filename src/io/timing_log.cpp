@@ -103,7 +103,8 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
           rows[0] = rows_through("/metrics/step", "/step_wall_seconds");
           rows[1] = rows_through("/eval/step", "/eval/test_top1");
         }
-      } catch (const std::exception&) {
+      } catch (const UserError&) {
+        // An old log HDF5 cannot read (e.g. cut short by a kill): start anew.
         rows[0] = -1;
       }
       if (rows[0] < 0) VK_CHECK(FILE, std::rename(path.c_str(), (path + ".prev").c_str()) == 0);

@@ -4,12 +4,17 @@
 #include <mpi.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <thread>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
 
 namespace vitkd {
 
@@ -25,17 +30,32 @@ int world_rank_or_zero(int* size) {
   MPI_Comm_size(MPI_COMM_WORLD, size);
   return rank;
 }
+
+void print_error(int rank, bool with_rank, const std::string& msg) {
+  if (with_rank) std::fprintf(stderr, "vitkd: error [rank %d]: %s\n", rank, msg.c_str());
+  else std::fprintf(stderr, "vitkd: error: %s\n", msg.c_str());
+  std::fflush(stderr);
+}
+
+// FNV-1a: equal messages on every rank give equal values.
+uint64_t message_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+// Every rank arrives within this time when all of them detected the same
+// error at the same point (they did the same work since the last collective,
+// so they are apart by far less, even oversubscribed). A rank that failed
+// alone waits this long before it prints and aborts the job.
+constexpr auto kCollectiveWait = std::chrono::seconds(5);
 }  // namespace
 
 void die(int code, const std::string& msg, bool collective) {
   int size = 1;
   const int rank = world_rank_or_zero(&size);
-  if (!collective || rank == 0) {
-    if (size > 1 && !collective)
-      std::fprintf(stderr, "vitkd: error [rank %d]: %s\n", rank, msg.c_str());
-    else
-      std::fprintf(stderr, "vitkd: error: %s\n", msg.c_str());
-  }
+  // Rank 0 of a collective error and every rank of a local one print at once.
+  if (!collective || rank == 0) print_error(rank, size > 1 && !collective, msg);
   std::fflush(stdout);
   std::fflush(stderr);
 #ifdef VITKD_FUZZING
@@ -48,22 +68,46 @@ void die(int code, const std::string& msg, bool collective) {
   MPI_Finalized(&fin);
   if (init && !fin) {
     if (size > 1 && collective) {
+      // Only die() starts an MPI_Ibarrier, so it completes exactly when every
+      // rank is here.
       MPI_Request req;
       int done = 0;
       if (MPI_Ibarrier(MPI_COMM_WORLD, &req) == MPI_SUCCESS) {
         const auto t0 = std::chrono::steady_clock::now();
-        while (!done && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+        while (!done && std::chrono::steady_clock::now() - t0 < kCollectiveWait) {
           MPI_Test(&req, &done, MPI_STATUS_IGNORE);
           if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
       }
-      if (!done) MPI_Abort(MPI_COMM_WORLD, code);
+      if (!done) {
+        // Not every rank failed: this error was this rank's alone, and rank 0,
+        // which would have printed it, never saw it.
+        if (rank != 0) print_error(rank, true, msg);
+        MPI_Abort(MPI_COMM_WORLD, code);
+      }
+      // Every rank failed. Usually with the same message, printed by rank 0;
+      // a message rank 0 did not have is printed by the lowest rank with it.
+      std::vector<uint64_t> hashes(static_cast<size_t>(size));
+      const uint64_t mine = message_hash(msg);
+      MPI_Allgather(&mine, 1, MPI_UINT64_T, hashes.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+      if (std::find(hashes.begin(), hashes.begin() + rank, mine) == hashes.begin() + rank && rank != 0)
+        print_error(rank, true, msg);
     } else if (size > 1) {
       MPI_Abort(MPI_COMM_WORLD, code);
     }
     MPI_Finalize();
   }
   std::_Exit(code);
+}
+
+void warn(const std::string& msg) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!seen.insert(msg).second) return;
+  // One call, so that lines from several ranks do not interleave.
+  std::fprintf(stderr, "vitkd: warning: %s\n", msg.c_str());
+  std::fflush(stderr);
 }
 
 void check_failed(const char* lib, const char* expr, const char* file, int line,

@@ -6,7 +6,8 @@
 //    own message, then aborts every rank (MPI_Abort). Internal failures only.
 //  * vitkd::UserError is thrown for mistakes the user can fix (configuration,
 //    data, command line). main() turns it into one line and exit code 2.
-//  * vitkd::die() is the single place that prints and ends the program.
+//  * vitkd::die() is the single place that prints errors and ends the
+//    program; vitkd::warn() the single place for warnings that go on.
 #include <stdexcept>
 #include <string>
 
@@ -49,12 +50,22 @@ class RuntimeError : public std::runtime_error {
 };
 
 /// Prints "vitkd: error: <msg>" (prefixed with the rank when the world has
-/// more than one), flushes, and ends all ranks with exit code `code`.
-/// `collective` = true: every rank found the same error at the same point, so
-/// only rank 0 prints, and the ranks leave together through a barrier with a
-/// 10 s limit (MPI_Ibarrier + MPI_Finalize), falling back to MPI_Abort if any
-/// rank does not arrive. Otherwise MPI_Abort ends every rank at once.
+/// more than one), flushes, and ends all ranks with exit code `code`. The
+/// message reaches the user exactly once:
+///  * `collective` = false: this rank prints "vitkd: error [rank r]: ..." and
+///    MPI_Abort ends every rank at once.
+///  * `collective` = true (every rank should find the same error at the same
+///    point): rank 0 prints at once; the ranks meet in a barrier with a 5 s
+///    limit (MPI_Ibarrier). If all arrive they leave through MPI_Finalize with
+///    `code` (a rank whose message differs from rank 0's prints it too). If
+///    not, the error was not collective after all: a rank other than 0 prints
+///    its message with its rank, then MPI_Abort ends every rank with `code`.
 [[noreturn]] void die(int code, const std::string& msg, bool collective = false);
+
+/// Prints "vitkd: warning: <msg>" on stderr from the calling rank, whichever
+/// it is, once per distinct message in this process; never collective. For
+/// what only some ranks see (e.g. an image file one rank could not decode).
+void warn(const std::string& msg);
 
 /// Called by VK_CHECK on failure.
 [[noreturn]] void check_failed(const char* lib, const char* expr, const char* file,

@@ -20,6 +20,7 @@ const TestFaults& TestFaults::get() {
     if (const char* v = std::getenv("VITKD_TEST_SLOW_RANK"))
       if (std::sscanf(v, "%lld:%lld", &a, &b) == 2) t.slow_rank = int(a), t.slow_ms = int(b);
     if (const char* v = std::getenv("VITKD_TEST_SIFT_ZERO_LOSS_RANK")) t.sift_zero_rank = std::atoi(v);
+    if (const char* v = std::getenv("VITKD_TEST_USER_ERROR_RANK")) t.user_error_rank = std::atoi(v);
     if (const char* v = std::getenv("VITKD_TEST_CHECKPOINT_FAULT")) {
       char kind[8] = {0};
       int r = -1;

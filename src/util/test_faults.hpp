@@ -8,6 +8,8 @@
 //   VITKD_TEST_SIFT_ZERO_LOSS_RANK=r rank r reports zero sifting losses
 //   VITKD_TEST_CHECKPOINT_FAULT=fail:r|kill:r  rank r fails / is killed halfway
 //                                    through a checkpoint write
+//   VITKD_TEST_USER_ERROR_RANK=r     rank r alone throws a UserError at the start
+//                                    of `vitkd train` (cmd/train.cpp)
 // One parser for all of them, so that the training loop and io/checkpoint.cpp
 // read the same values.
 #include <cstdint>
@@ -23,6 +25,8 @@ struct TestFaults {
   int sift_zero_rank = -1;
   /// VITKD_TEST_CHECKPOINT_FAULT: rank that fails (die) or is killed halfway through a checkpoint write.
   int checkpoint_fail_rank = -1, checkpoint_kill_rank = -1;
+  /// VITKD_TEST_USER_ERROR_RANK: rank that alone finds a user error.
+  int user_error_rank = -1;
   /// Parsed from the environment once.
   static const TestFaults& get();
   bool corrupt(int64_t step) const {

@@ -1,0 +1,436 @@
+#include "cmd/args.hpp"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "comm/world.hpp"
+#include "data/dataset.hpp"
+#include "data/image_folder.hpp"
+#include "util/error.hpp"
+#include "util/strings.hpp"
+
+namespace vitkd {
+namespace cli {
+
+// ---- flags -------------------------------------------------------------------
+
+namespace {
+Flag make(std::string name, Kind kind, std::string metavar, std::string help) {
+  Flag f;
+  f.name = std::move(name);
+  f.kind = kind;
+  f.metavar = std::move(metavar);
+  f.help = std::move(help);
+  return f;
+}
+
+// Bounds and defaults as typed: "4096", "0.1".
+std::string num(double v) {
+  char b[32];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(b, sizeof b, "%.0f", v);
+  else std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+bool is_int_kind(Kind k) { return k == Kind::Integer || k == Kind::Count; }
+bool is_number_kind(Kind k) { return k == Kind::Number; }
+bool is_text_kind(Kind k) { return k == Kind::Text || k == Kind::Path; }
+bool is_switch_kind(Kind k) { return k == Kind::Switch; }
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+std::string or_list(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == v.size() ? " or " : ", ") + v[i];
+  return s;
+}
+
+std::string see_help(const Command& cmd) { return "; run 'vitkd " + cmd.name + " --help'"; }
+
+// Whole-string integer; false on anything else (spaces, trailing text, overflow).
+bool to_int(const std::string& v, long long& out) {
+  if (v.empty() || std::isspace(static_cast<unsigned char>(v[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtoll(v.c_str(), &end, 10);
+  return errno == 0 && end != v.c_str() && *end == '\0';
+}
+
+bool to_double(const std::string& v, double& out) {
+  if (v.empty() || std::isspace(static_cast<unsigned char>(v[0]))) return false;
+  char* end = nullptr;
+  out = std::strtod(v.c_str(), &end);
+  return end != v.c_str() && *end == '\0' && std::isfinite(out);
+}
+
+// Whether `v` is a value `f` accepts.
+bool accepted(const Flag& f, const std::string& v) {
+  switch (f.kind) {
+    case Kind::Text: return true;
+    case Kind::Path: return !v.empty();
+    case Kind::Switch: return true;
+    case Kind::Integer:
+    case Kind::Count: {
+      long long x = 0;
+      if (!to_int(v, x) || x < f.min || x > f.max) return false;
+      if (f.choices.empty()) return true;
+      for (const auto& c : f.choices) {
+        long long y = 0;
+        if (to_int(c, y) && y == x) return true;
+      }
+      return false;
+    }
+    case Kind::Number: {
+      double x = 0;
+      return to_double(v, x) && x >= f.min && (f.max_open ? x < f.max : x <= f.max);
+    }
+  }
+  return false;
+}
+}  // namespace
+
+Flag Flag::text(std::string n, std::string m, std::string h) { return make(std::move(n), Kind::Text, std::move(m), std::move(h)); }
+Flag Flag::path(std::string n, std::string m, std::string h) { return make(std::move(n), Kind::Path, std::move(m), std::move(h)); }
+Flag Flag::integer(std::string n, std::string m, std::string h) { return make(std::move(n), Kind::Integer, std::move(m), std::move(h)); }
+Flag Flag::count(std::string n, std::string m, std::string h) {
+  Flag f = make(std::move(n), Kind::Count, std::move(m), std::move(h));
+  f.min = 0;
+  return f;
+}
+Flag Flag::number(std::string n, std::string m, std::string h) { return make(std::move(n), Kind::Number, std::move(m), std::move(h)); }
+Flag Flag::on_off(std::string n, std::string h) { return make(std::move(n), Kind::Switch, "", std::move(h)); }
+
+std::string Flag::accepts() const {
+  const bool lo = min > -1e299, hi = max < 1e299;
+  switch (kind) {
+    case Kind::Text: return "any text";
+    case Kind::Path: return "a non-empty path";
+    case Kind::Switch: return "no value";
+    case Kind::Integer:
+    case Kind::Count:
+      if (!choices.empty()) return or_list(choices);
+      if (lo && hi) return "an integer in [" + num(min) + ", " + num(max) + "]";
+      if (lo) return "an integer >= " + num(min);
+      if (hi) return "an integer <= " + num(max);
+      return "an integer";
+    case Kind::Number:
+      if (lo && hi) return "a number in [" + num(min) + ", " + num(max) + (max_open ? ")" : "]");
+      if (lo) return "a number >= " + num(min);
+      if (hi) return std::string("a number ") + (max_open ? "< " : "<= ") + num(max);
+      return "a number";
+  }
+  return "";
+}
+
+// ---- parsing -----------------------------------------------------------------
+
+Args parse(const Command& cmd, const std::vector<std::string>& args) {
+  Args a;
+  a.cmd_ = &cmd;
+  for (const auto& w : args)
+    if (w == "-h" || w == "--help") {
+      a.help_ = true;
+      return a;
+    }
+  auto fail = [&](const std::string& what) { throw UserError(cmd.name + ": " + what); };
+  size_t next_positional = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& w = args[i];
+    if (w.size() < 2 || w[0] != '-') {
+      if (next_positional >= cmd.positionals.size())
+        fail("unexpected argument '" + w + "'" + see_help(cmd));
+      a.positionals_[cmd.positionals[next_positional++].name] = w;
+      continue;
+    }
+    const size_t eq = w.find('=');
+    const bool has_eq = starts_with(w, "--") && eq != std::string::npos;
+    const std::string name = starts_with(w, "--") ? w.substr(2, has_eq ? eq - 2 : std::string::npos) : "";
+    const Flag* f = nullptr;
+    for (const auto& c : cmd.flags)
+      if (!name.empty() && c.name == name) f = &c;
+    if (!f) {
+      std::vector<std::string> names;
+      for (const auto& c : cmd.flags) names.push_back(c.name);
+      const std::string typed = has_eq ? w.substr(0, eq) : w;
+      const size_t start = typed.find_first_not_of('-');
+      const std::string bare = start == std::string::npos ? "" : typed.substr(start);
+      const std::string n = bare.empty() ? "" : nearest(bare, names);
+      fail("unknown option '" + typed + "'" + (n.empty() ? "" : " (did you mean '--" + n + "'?)") +
+           see_help(cmd));
+    }
+    std::string value = "1";
+    if (f->kind == Kind::Switch) {
+      if (has_eq) fail("--" + f->name + " takes no value, got '" + w.substr(eq + 1) + "'" + see_help(cmd));
+    } else if (has_eq) {
+      value = w.substr(eq + 1);
+    } else if (i + 1 < args.size() && !starts_with(args[i + 1], "--")) {
+      value = args[++i];
+    } else {
+      fail("--" + f->name + " needs a value (" + f->metavar + ")" + see_help(cmd));
+    }
+    auto& slot = a.values_[f->name];
+    if (!slot.empty() && !f->repeatable)
+      fail("--" + f->name + " is given twice ('" + slot.back() + "' and '" + value + "'); give it once");
+    if (!accepted(*f, value))
+      fail("--" + f->name + " must be " + f->accepts() + ", got '" + value + "'");
+    slot.push_back(value);
+  }
+  for (size_t k = next_positional; k < cmd.positionals.size(); ++k)
+    if (cmd.positionals[k].required)
+      fail("missing " + cmd.positionals[k].name + " (" + cmd.positionals[k].help + ")" + see_help(cmd));
+  for (const auto& f : cmd.flags)
+    if (f.required && !a.values_.count(f.name))
+      fail("--" + f.name + " " + f.metavar + " (" + f.help + ") is required" + see_help(cmd));
+  return a;
+}
+
+const Flag& Args::flag(const std::string& name, bool (*kind_ok)(Kind)) const {
+  for (const auto& f : cmd_->flags)
+    if (f.name == name) {
+      if (!kind_ok(f.kind))
+        throw std::logic_error(cmd_->name + ": flag --" + name + " read as the wrong kind");
+      return f;
+    }
+  throw std::logic_error(cmd_->name + ": no flag --" + name + " in the table");
+}
+
+std::string Args::value_or_default(const Flag& f) const {
+  auto it = values_.find(f.name);
+  return it == values_.end() ? f.def : it->second.back();
+}
+
+const std::string& Args::positional(const std::string& name) const {
+  static const std::string none;
+  for (const auto& p : cmd_->positionals)
+    if (p.name == name) {
+      auto it = positionals_.find(name);
+      return it == positionals_.end() ? none : it->second;
+    }
+  throw std::logic_error(cmd_->name + ": no positional argument " + name + " in the table");
+}
+
+bool Args::given(const std::string& name) const {
+  flag(name, [](Kind) { return true; });
+  return values_.count(name) > 0;
+}
+
+std::string Args::text(const std::string& name) const {
+  return value_or_default(flag(name, is_text_kind));
+}
+
+int64_t Args::integer(const std::string& name) const {
+  const Flag& f = flag(name, is_int_kind);
+  long long v = 0;
+  if (!to_int(value_or_default(f), v))
+    throw std::logic_error(cmd_->name + ": --" + name + " has no value and no integer default");
+  return v;
+}
+
+double Args::number(const std::string& name) const {
+  const Flag& f = flag(name, is_number_kind);
+  double v = 0;
+  if (!to_double(value_or_default(f), v))
+    throw std::logic_error(cmd_->name + ": --" + name + " has no value and no numeric default");
+  return v;
+}
+
+bool Args::on(const std::string& name) const { return values_.count(flag(name, is_switch_kind).name) > 0; }
+
+std::vector<std::string> Args::all(const std::string& name) const {
+  flag(name, [](Kind) { return true; });
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+// ---- help --------------------------------------------------------------------
+
+namespace {
+std::string flag_usage(const Flag& f) {
+  return "--" + f.name + (f.metavar.empty() ? "" : " " + f.metavar);
+}
+
+// "  LEFT                    RIGHT\n", RIGHT on its own line when LEFT is long.
+std::string row(const std::string& left, const std::string& right) {
+  constexpr size_t kCol = 26;
+  std::string s = "  " + left;
+  if (s.size() + 1 > kCol) s += "\n" + std::string(kCol, ' ');
+  else s += std::string(kCol - s.size(), ' ');
+  return s + right + "\n";
+}
+}  // namespace
+
+std::string usage_line(const Command& cmd) {
+  std::string s = "vitkd " + cmd.name;
+  for (const auto& p : cmd.positionals) s += p.required ? " " + p.name : " [" + p.name + "]";
+  size_t optional = 0;
+  for (const auto& f : cmd.flags) {
+    if (f.required) s += " " + flag_usage(f);
+    else ++optional;
+  }
+  if (optional > 3) return s + " [options]";
+  for (const auto& f : cmd.flags)
+    if (!f.required) s += " [" + flag_usage(f) + (f.repeatable ? " ..." : "") + "]";
+  return s;
+}
+
+std::string help_text(const Command& cmd) {
+  std::string s = "usage: " + usage_line(cmd) + "\n" + cmd.summary + "\n";
+  if (!cmd.positionals.empty()) {
+    s += "\narguments:\n";
+    for (const auto& p : cmd.positionals) s += row(p.name, p.help + (p.required ? "" : " (optional)"));
+  }
+  s += "\noptions:\n";
+  for (const auto& f : cmd.flags) {
+    std::string h = f.help;
+    if (f.required) h += "; required";
+    if (f.kind != Kind::Text && f.kind != Kind::Path && f.kind != Kind::Switch) h += "; " + f.accepts();
+    if (!f.def.empty()) h += "; default " + f.def;
+    if (f.repeatable) h += "; repeatable";
+    s += row(flag_usage(f), h);
+  }
+  s += row("-h, --help", "print this help");
+  if (!cmd.notes.empty()) s += "\n" + cmd.notes + "\n";
+  return s;
+}
+
+// ---- vitkd's subcommands -------------------------------------------------------
+
+namespace {
+struct Group {
+  const char* name;
+  const char* what;  // what the second word names
+};
+const Group kGroups[] = {{"prepare", "dataset kind"}, {"bench", "benchmark"}};
+
+std::vector<Command> make_commands() {
+  const SyntheticSpec syn;
+  const FolderSpec folder;
+  const std::string out_help = "the dataset file to write, in vitkd's HDF5 layout";
+  std::vector<Command> c;
+  c.push_back({"train", "Train a teacher or distill a student, as the configuration says.",
+               {{"CONFIG.toml", "the run's configuration in TOML; 'vitkd keys' lists every key"}},
+               {Flag::text("set", "section.key=value", "override one configuration key").many()},
+               "Launch with mpirun or srun for several ranks; --set=section.key=value works too."});
+  c.push_back({"prepare fashion-mnist", "Convert Fashion-MNIST (the four *-ubyte.gz files) into a dataset file.",
+               {},
+               {Flag::path("out", "FILE.h5", out_help).needed(),
+                Flag::path("source", "DIR", "the folder with the *-ubyte.gz files")
+                    .default_to("/usr/share/datasets/fashion-mnist")}});
+  c.push_back({"prepare synthetic", "Write a learnable synthetic dataset (class templates plus noise).",
+               {},
+               {Flag::path("out", "FILE.h5", out_help).needed(),
+                Flag::count("train", "N", "training samples").at_least(1).default_to(std::to_string(syn.train)),
+                Flag::count("test", "N", "test samples").at_least(1).default_to(std::to_string(syn.test)),
+                Flag::count("size", "S", "image height = width in pixels").at_least(4)
+                    .default_to(std::to_string(syn.size)),
+                Flag::count("channels", "C", "channels per pixel").at_least(1)
+                    .default_to(std::to_string(syn.channels)),
+                Flag::count("classes", "K", "number of classes").at_least(2)
+                    .default_to(std::to_string(syn.classes)),
+                Flag::count("seed", "S", "random seed").default_to(std::to_string(syn.seed))}});
+  c.push_back({"prepare folder", "Convert a folder of PNG/JPEG images, one subfolder per class, into a dataset file.",
+               {{"DIR", "the image folder: DIR/<class name>/<image>.png|.jpg|.jpeg"}},
+               {Flag::path("out", "FILE.h5", out_help).needed(),
+                Flag::count("size", "S", "output height = width in pixels").at_least(1).needed(),
+                Flag::number("test-fraction", "F", "share of each class's images that goes to the test split")
+                    .at_least(0).below(1).default_to(num(folder.test_fraction)),
+                Flag::count("seed", "N", "seed of the train/test split").default_to(std::to_string(folder.seed)),
+                Flag::integer("channels", "C", "channels per pixel: 1 luminance, 3 RGB").one_of({"1", "3"})
+                    .default_to(std::to_string(folder.channels))},
+               "Every rank decodes a share of the images; unreadable files are reported and skipped."});
+  c.push_back({"export", "Write the student of a checkpoint for PyTorch: weights, loader, reference logits.",
+               {{"CHECKPOINT.h5", "a checkpoint written by 'vitkd train'"}},
+               {Flag::path("out", "DIR", "the directory to write into, created if missing").needed(),
+                Flag::path("data", "FILE.h5",
+                           "the dataset whose normalization and class names go into model.json "
+                           "(default: the checkpoint's data.path, if readable)"),
+                Flag::integer("batch", "N", "samples in reference.h5").at_least(1).at_most(4096).default_to("8")}});
+  c.push_back({"inspect", "Summarise a vitkd dataset, checkpoint or timing log.",
+               {{"FILE.h5", "the file to summarise"}}, {}});
+  c.push_back({"bench gemm", "Measure matrix-product rates (bf16, fp32) at the models' shapes.",
+               {},
+               {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
+                Flag::count("millis", "MS", "measuring time per shape and type").at_least(1).default_to("1000"),
+                Flag::path("out", "FILE.json", "also write the per-core rates (for train.mfu_ceiling) as JSON")}});
+  c.push_back({"bench ops", "Measure GELU forward and backward: torch against vitkd's kernel.",
+               {},
+               {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
+                Flag::count("millis", "MS", "measuring time per operation").at_least(1).default_to("500")}});
+  c.push_back({"bench comm", "Measure reduce-scatter, all-gather and allreduce rates (run under mpirun).",
+               {},
+               {Flag::count("elements", "N", "floats per operation (default: the teacher's parameter count)")
+                    .at_least(1).at_most(2147483647).default_to("2684576"),
+                Flag::count("iters", "K", "repetitions per operation").at_least(1).default_to("20")}});
+  c.push_back({"keys", "List every configuration key with its type, default and meaning.", {}, {}});
+  c.push_back({"version", "Print the version (also: vitkd --version).", {}, {}});
+  c.push_back({"help", "Print this overview, or a command's help (same as vitkd COMMAND --help).",
+               {{"COMMAND", "a command, e.g. export or prepare", false}}, {}});
+  return c;
+}
+}  // namespace
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> all = make_commands();
+  return all;
+}
+
+const Command& command(const std::string& name) {
+  for (const auto& c : commands())
+    if (c.name == name) return c;
+  throw std::logic_error("no command table named '" + name + "'");
+}
+
+const Command* pick_kind(const std::string& group, const std::vector<std::string>& args) {
+  std::string what = "kind";
+  for (const auto& g : kGroups)
+    if (group == g.name) what = g.what;
+  std::vector<std::string> kinds;
+  for (const auto& c : commands())
+    if (starts_with(c.name, (group + " ").c_str())) kinds.push_back(c.name.substr(group.size() + 1));
+  const std::string run_help = "; run 'vitkd " + group + " --help'";
+  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) return nullptr;
+  if (args.empty() || starts_with(args[0], "-"))
+    throw UserError(group + ": missing the " + what + " (" + or_list(kinds) + ")" +
+                    (args.empty() ? "" : " before '" + args[0] + "'") + run_help);
+  for (const auto& k : kinds)
+    if (args[0] == k) return &command(group + " " + k);
+  const std::string n = nearest(args[0], kinds);
+  throw UserError(group + ": unknown " + what + " '" + args[0] + "'" +
+                  (n.empty() ? "" : " (did you mean '" + n + "'?)") + "; expected " + or_list(kinds) +
+                  run_help);
+}
+
+std::string group_help(const std::string& group) {
+  std::string s = "usage:\n";
+  for (const auto& c : commands())
+    if (starts_with(c.name, (group + " ").c_str())) s += "  " + usage_line(c) + "\n      " + c.summary + "\n";
+  return s + "Run 'vitkd " + group + " KIND --help' for the options of one.\n";
+}
+
+std::string main_help() {
+  std::string s =
+      "usage: vitkd COMMAND [ARGS]        ('vitkd COMMAND --help' lists a command's options)\n"
+      "vitkd distills a large Vision Transformer into a small one, data-parallel over MPI ranks.\n\n"
+      "commands:\n";
+  for (const auto& c : commands()) s += "  " + usage_line(c).substr(6) + "\n      " + c.summary + "\n";
+  s += "  --version, -h, --help\n\n"
+       "Launch with mpirun or srun for several ranks. Exit codes: 0 ok, 1 runtime failure,\n"
+       "2 user error (usage, configuration, data), 75 preempted after a checkpoint.\n";
+  return s;
+}
+
+int print_help(const std::string& text) {
+  if (world().root()) {
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  return kExitOk;
+}
+
+}  // namespace cli
+}  // namespace vitkd
