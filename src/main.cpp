@@ -1,7 +1,6 @@
 // vitkd: distill a large Vision Transformer into a small one, data-parallel
 // over MPI ranks. This file only wires: Kokkos gets the --kokkos-* arguments,
 // every other argument goes to the subcommand (src/cmd/, tables in cmd/args).
-#include <Kokkos_Core.hpp>
 #include <c10/util/Exception.h>
 
 #include <csignal>
@@ -14,6 +13,7 @@
 #include "comm/world.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
+#include "util/kokkos_session.hpp"
 #include "util/strings.hpp"
 
 #ifndef VITKD_GIT_COMMIT
@@ -80,23 +80,23 @@ int main(int argc, char** argv) {
     init_world(&argc, &argv);
     h5_silence_errors();
     // Kokkos sees only its own --kokkos-* arguments (else it would answer
-    // vitkd's --help with its own page); vitkd sees the rest.
-    std::vector<char*> kokkos_argv{argv[0]};
-    std::vector<std::string> args;
+    // vitkd's --help with its own page); vitkd sees the rest. Kokkos starts
+    // when a subcommand needs it (train: with train.threads threads).
+    std::vector<std::string> kokkos_args, args;
     bool kokkos_help = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a.rfind("--kokkos-", 0) == 0) {
-        kokkos_argv.push_back(argv[i]);
+        kokkos_args.push_back(a);
         kokkos_help = kokkos_help || a == "--kokkos-help";
       } else {
         args.push_back(a);
       }
     }
-    int kokkos_argc = static_cast<int>(kokkos_argv.size());
-    kokkos_argv.push_back(nullptr);
-    Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_argv.data());
-    // `vitkd --kokkos-help` alone: Kokkos has printed its page; nothing else to do.
+    kokkos_set_arguments(kokkos_args);
+    KokkosScope kokkos;
+    if (kokkos_help) kokkos_ensure(0);  // Kokkos prints its page
+    // `vitkd --kokkos-help` alone: nothing else to do.
     code = (kokkos_help && args.empty()) ? kExitOk : run(args);
   } catch (const UserError& e) {
     die(kExitUser, e.what(), e.collective());

@@ -12,6 +12,7 @@
 #include "util/alloc.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
+#include "util/kokkos_session.hpp"
 
 namespace vitkd {
 namespace {
@@ -99,8 +100,9 @@ void plan_schedule(TrainPlan& p, const Config& cfg, int64_t train_size, int64_t 
 
 void echo_start(const Config& cfg, const std::string& origin, const TrainSetup& s, bool kept_memory) {
   const DatasetMeta& meta = s.meta;
-  log0("vitkd %s: %s on %d rank(s), %lld thread(s) per rank, compute %s\n", VITKD_VERSION,
-       cfg.run_mode.c_str(), world().size, (long long)s.plan.threads, cfg.precision_compute.c_str());
+  log0("vitkd %s: %s on %d rank(s), %lld thread(s) per rank, compute %s; host kernels: Kokkos %s\n",
+       VITKD_VERSION, cfg.run_mode.c_str(), world().size, (long long)s.plan.threads,
+       cfg.precision_compute.c_str(), kokkos_describe().c_str());
   log0("---- configuration (%s) ----\n%s----\n", origin.c_str(), s.config_text.c_str());
   log0("allocator: %s\n", kept_memory ? "freed memory stays in the process (no heap trimming)"
                                        : "left as configured (GLIBC_TUNABLES/MALLOC_* set, or not glibc)");
@@ -173,6 +175,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   prepare_out_dir(cfg.run_out_dir);
 
   torch::set_num_threads(static_cast<int>(plan.threads));
+  kokkos_ensure(plan.threads);  // the augmentation and AdamW kernels
   const bool kept_memory = keep_freed_memory();  // util/alloc.hpp: no page faults per step
   s.config_text = config_to_toml(cfg);
   echo_start(cfg, origin, s, kept_memory);
