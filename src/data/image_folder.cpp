@@ -295,27 +295,26 @@ Image resize_center_crop(const Image& in, int64_t size) {
   return out;
 }
 
-void prepare_folder(const FolderSpec& sp) {
-  const World& w = world();
-  const int64_t S = sp.size, C = sp.channels;
+namespace {
 
-  // Rank 0 lists; a listing error reaches every rank as the same UserError.
+// Rank 0 lists the folder; every rank gets the same listing, or the same UserError.
+Listing shared_listing(const std::string& dir) {
   std::string packed, error;
-  if (w.root()) {
+  if (world().root()) {
     try {
-      packed = pack(list_folder(sp.dir));
+      packed = pack(list_folder(dir));
     } catch (const UserError& e) {
       error = e.what();
     }
   }
   error = broadcast_string(error);
   if (!error.empty()) throw UserError(error);
-  const Listing l = unpack(broadcast_string(packed));
-  const int64_t K = static_cast<int64_t>(l.classes.size());
+  return unpack(broadcast_string(packed));
+}
 
-  // Deterministic split per class.
-  std::vector<Item> split[2];  // 0 train, 1 test
-  for (int64_t k = 0; k < K; ++k) {
+// Deterministic split per class: split[0] train, split[1] test.
+void split_items(const FolderSpec& sp, const Listing& l, std::vector<Item> (&split)[2]) {
+  for (int64_t k = 0; k < static_cast<int64_t>(l.classes.size()); ++k) {
     const auto& files = l.files[k];
     const int64_t n = static_cast<int64_t>(files.size());
     std::vector<int64_t> order(n);
@@ -332,12 +331,22 @@ void prepare_folder(const FolderSpec& sp) {
       throw UserError("prepare folder: --test-fraction " + std::to_string(sp.test_fraction) +
                       " leaves the " + (s ? "test" : "train") + " split of '" + sp.dir +
                       "' empty; " + (s ? "raise it or add images" : "lower it"));
+}
 
-  // Decode this rank's share of each split.
+// This rank's share of both splits, decoded and resized, with the train
+// split's per-channel sums of v and v^2 (v = pixel/255).
+struct DecodedShare {
   std::vector<uint8_t> pixels[2];
   std::vector<int32_t> labels[2];
   int64_t skipped = 0;
-  std::vector<double> sum(C, 0.0), sq(C, 0.0);
+  std::vector<double> sum, sq;
+};
+DecodedShare decode_share(const FolderSpec& sp, const std::vector<Item> (&split)[2]) {
+  const World& w = world();
+  const int64_t S = sp.size, C = sp.channels;
+  DecodedShare d;
+  d.sum.assign(C, 0.0);
+  d.sq.assign(C, 0.0);
   for (int s = 0; s < 2; ++s) {
     const int64_t N = static_cast<int64_t>(split[s].size());
     const int64_t lo = N * w.rank / w.size, hi = N * (w.rank + 1) / w.size;
@@ -346,22 +355,42 @@ void prepare_folder(const FolderSpec& sp) {
       Image img;
       const std::string why = decode_image(it.path, C, img);
       if (!why.empty()) {
-        ++skipped;
+        ++d.skipped;
         warn("prepare folder: skipped '" + it.path + "': " + why);
         continue;
       }
       const Image out = resize_center_crop(img, S);
-      pixels[s].insert(pixels[s].end(), out.pixels.begin(), out.pixels.end());
-      labels[s].push_back(it.label);
+      d.pixels[s].insert(d.pixels[s].end(), out.pixels.begin(), out.pixels.end());
+      d.labels[s].push_back(it.label);
       if (s == 0)
         for (size_t p = 0; p < out.pixels.size(); ++p) {
           const double v = out.pixels[p] / 255.0;
-          sum[p % C] += v;
-          sq[p % C] += v * v;
+          d.sum[p % C] += v;
+          d.sq[p % C] += v * v;
         }
     }
   }
-  std::fflush(stderr);
+  return d;
+}
+
+}  // namespace
+
+void prepare_folder(const FolderSpec& sp) {
+  const World& w = world();
+  const int64_t S = sp.size, C = sp.channels;
+
+  const Listing l = shared_listing(sp.dir);
+  const int64_t K = static_cast<int64_t>(l.classes.size());
+  std::vector<Item> split[2];  // 0 train, 1 test
+  split_items(sp, l, split);
+
+  // Decode this rank's share of each split.
+  DecodedShare d = decode_share(sp, split);
+  auto& pixels = d.pixels;
+  auto& labels = d.labels;
+  const std::vector<double>& sum = d.sum;
+  const std::vector<double>& sq = d.sq;
+  const int64_t skipped = d.skipped;
 
   // Offsets of this rank's rows and the totals.
   int64_t first[2], total[2];

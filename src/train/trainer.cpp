@@ -48,6 +48,28 @@ bool record_step(TimingLog& tlog, const RunState& st, const PhaseTimes& times, i
   return v[2] > 0;
 }
 
+// The teacher's targets (distill mode), with the teacher-logit cache loaded
+// when distill.teacher_cache is on; null in teacher mode.
+std::unique_ptr<TeacherTargets> make_targets(const Config& cfg, TrainSetup& s) {
+  if (!s.plan.distilling()) return nullptr;
+  std::unique_ptr<TeacherCache> cache;
+  if (cfg.distill_teacher_cache) {
+    cache = std::make_unique<TeacherCache>(s.meta.train_size, s.meta.num_classes, s.teacher->describe(),
+                                           s.meta.path);
+    log0("%s\n", cache->load(s.teacher_cache_file).c_str());
+  }
+  return std::make_unique<TeacherTargets>(*s.teacher, std::move(cache));
+}
+
+// Test top-1 after an epoch: recorded in the state and the timing log.
+void evaluate_epoch(TrainSetup& s, RunState& st, TimingLog& tlog, PhaseTimes& times, int64_t epoch) {
+  ScopedPhase ph(times, Phase::Eval);
+  st.test_top1 = evaluate(s.student, *s.test, s.meta, s.plan.bf16);
+  st.top1_per_epoch.push_back(st.test_top1);
+  tlog.record_eval(st.step, epoch, st.test_top1);
+  log0("epoch %lld: test top-1 %.4f\n", (long long)epoch + 1, st.test_top1);
+}
+
 [[noreturn]] void abort_bad_steps(const Config& cfg, const std::string& diagnostic, int64_t bad_run,
                                   int64_t step) {
   throw RuntimeError(std::to_string(bad_run) + " consecutive steps had a non-finite loss or "
@@ -90,16 +112,7 @@ int train_main(const Config& cfg, const std::string& origin) {
   TimingLog tlog(cfg.run_out_dir + "/timing.h5", s.timing_attrs, cfg.train_timing_every_steps,
                  resume_from.empty() ? -1 : st.step);
   log0("setup took %.1f s\n", seconds_since(t_setup));
-  std::unique_ptr<TeacherTargets> targets;
-  if (plan.distilling()) {
-    std::unique_ptr<TeacherCache> cache;
-    if (cfg.distill_teacher_cache) {
-      cache = std::make_unique<TeacherCache>(s.meta.train_size, s.meta.num_classes,
-                                             s.teacher->describe(), s.meta.path);
-      log0("%s\n", cache->load(s.teacher_cache_file).c_str());
-    }
-    targets = std::make_unique<TeacherTargets>(*s.teacher, std::move(cache));
-  }
+  std::unique_ptr<TeacherTargets> targets = make_targets(cfg, s);
   TeacherCache* cache = targets ? targets->cache() : nullptr;
   StepEngine engine(cfg, s, st, pool, selector, targets.get(), times);
 
@@ -160,13 +173,8 @@ int train_main(const Config& cfg, const std::string& origin) {
     }
     timing.epoch_seconds.push_back(seconds_since(t_epoch));
     const bool last = (stop || epoch + 1 == plan.epochs) && cfg.train_final_eval;
-    if (last || (cfg.train_eval_every_epochs > 0 && (epoch + 1) % cfg.train_eval_every_epochs == 0)) {
-      ScopedPhase ph(times, Phase::Eval);
-      st.test_top1 = evaluate(s.student, *s.test, s.meta, plan.bf16);
-      st.top1_per_epoch.push_back(st.test_top1);
-      tlog.record_eval(st.step, epoch, st.test_top1);
-      log0("epoch %lld: test top-1 %.4f\n", (long long)epoch + 1, st.test_top1);
-    }
+    if (last || (cfg.train_eval_every_epochs > 0 && (epoch + 1) % cfg.train_eval_every_epochs == 0))
+      evaluate_epoch(s, st, tlog, times, epoch);
   }
   close_loss_window(st);
   tlog.flush();
