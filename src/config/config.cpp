@@ -268,6 +268,7 @@ void validate_config(const Config& c, const std::string& origin) {
   if (c.data_batch_size < 1) bad("data.batch_size", "must be at least 1, got " + std::to_string(c.data_batch_size));
   if (c.data_crop_pad < 0) bad("data.crop_pad", "must be >= 0");
   if (c.data_prefetch < 1) bad("data.prefetch", "must be at least 1");
+  one_of("data.io", c.data_io, {"serial", "mpio"});
   if (c.model_image_size < 1) bad("model.image_size", "must be at least 1");
   if (c.model_channels < 1) bad("model.channels", "must be at least 1");
   if (c.model_patch < 1) bad("model.patch", "must be at least 1");

@@ -21,6 +21,8 @@ namespace vitkd {
   X(data, flip, bool, true, "random horizontal flip when augment is on")                   \
   X(data, drop_last, bool, false, "drop the last partial global batch of each epoch")      \
   X(data, prefetch, int64_t, 4, "batches the prefetch thread may read ahead")              \
+  X(data, io, std::string, "serial",                                                         \
+    "sample reads: \"serial\" (each rank opens the file; a thread reads ahead) or \"mpio\" (one collective MPI-IO open; reads on demand)") \
   X(model, image_size, int64_t, 28, "input height and width in pixels")                    \
   X(model, channels, int64_t, 1, "input channels")                                         \
   X(model, patch, int64_t, 4, "patch size in pixels; must divide image_size")              \

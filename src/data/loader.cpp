@@ -85,6 +85,13 @@ Loader::Loader(const DatasetMeta& meta, const LoaderOptions& opt) : meta_(meta),
                     " per rank x " + std::to_string(opt.world) +
                     " ranks); lower data.batch_size or use more data");
   steps_ = vitkd::steps_per_epoch(n_, g, opt.drop_last);
+  if (opt_.mpio) {
+    H5Lock lock(h5_mutex());
+    mpio_file_ = h5_open_parallel(meta_.path, /*write=*/false);  // collective
+    mpio_images_ = H5Obj(VK_CHECK(H5, H5Dopen2(mpio_file_, ("/" + opt_.split + "/images").c_str(), H5P_DEFAULT)));
+    mpio_labels_ = H5Obj(VK_CHECK(H5, H5Dopen2(mpio_file_, ("/" + opt_.split + "/labels").c_str(), H5P_DEFAULT)));
+    return;
+  }
   thread_ = std::thread([this] {
     // An exception cannot cross the thread boundary: report it on the one error path.
     try {
@@ -98,6 +105,13 @@ Loader::Loader(const DatasetMeta& meta, const LoaderOptions& opt) : meta_(meta),
 }
 
 Loader::~Loader() {
+  if (opt_.mpio) {
+    H5Lock lock(h5_mutex());
+    mpio_labels_.close();
+    mpio_images_.close();
+    mpio_file_.close();  // collective
+    return;
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     quit_ = true;
@@ -108,6 +122,11 @@ Loader::~Loader() {
 
 void Loader::begin_epoch(int64_t epoch, int64_t first_step) {
   std::lock_guard<std::mutex> l(mu_);
+  if (opt_.mpio) {  // read on demand by next()
+    epoch_ = epoch;
+    next_step_ = first_step;
+    return;
+  }
   queue_.clear();
   epoch_ = epoch;
   next_step_ = first_step;
@@ -118,6 +137,10 @@ void Loader::begin_epoch(int64_t epoch, int64_t first_step) {
 }
 
 std::optional<Batch> Loader::next() {
+  if (opt_.mpio) {
+    if (next_step_ >= steps_) return std::nullopt;
+    return read_batch(mpio_images_, mpio_labels_, epoch_, next_step_++);
+  }
   std::unique_lock<std::mutex> l(mu_);
   cv_.wait(l, [&] { return !queue_.empty() || epoch_done_; });
   if (queue_.empty()) return std::nullopt;
@@ -125,6 +148,23 @@ std::optional<Batch> Loader::next() {
   queue_.pop_front();
   if (queue_.empty() && !producing_) epoch_done_ = true;
   cv_.notify_all();
+  return b;
+}
+
+Batch Loader::read_batch(hid_t images, hid_t labels, int64_t epoch, int64_t step) {
+  if (perm_epoch_ != epoch) {
+    perm_ = epoch_permutation(n_, opt_.seed, epoch, opt_.shuffle);
+    perm_epoch_ = epoch;
+  }
+  Batch b;
+  b.epoch = epoch;
+  b.step = step;
+  b.indices = rank_slice(perm_, step, opt_.batch_size * opt_.world, opt_.rank, opt_.world, &b.global_size);
+  b.pixels.resize(b.indices.size() * row_elems_);
+  b.labels.resize(b.indices.size());
+  H5Lock lock(h5_mutex());
+  h5_read_rows(images, b.indices, row_elems_, b.pixels.data());
+  h5_read_rows(labels, b.indices, 1, b.labels.data());
   return b;
 }
 
@@ -136,9 +176,6 @@ void Loader::run() {
     images = H5Obj(VK_CHECK(H5, H5Dopen2(file, ("/" + opt_.split + "/images").c_str(), H5P_DEFAULT)));
     labels = H5Obj(VK_CHECK(H5, H5Dopen2(file, ("/" + opt_.split + "/labels").c_str(), H5P_DEFAULT)));
   }
-  std::vector<int64_t> perm;
-  int64_t perm_epoch = -1;
-  const int64_t g = opt_.batch_size * opt_.world;
   for (;;) {
     int64_t epoch, step, gen;
     {
@@ -157,21 +194,7 @@ void Loader::run() {
         continue;
       }
     }
-    if (perm_epoch != epoch) {
-      perm = epoch_permutation(n_, opt_.seed, epoch, opt_.shuffle);
-      perm_epoch = epoch;
-    }
-    Batch b;
-    b.epoch = epoch;
-    b.step = step;
-    b.indices = rank_slice(perm, step, g, opt_.rank, opt_.world, &b.global_size);
-    b.pixels.resize(b.indices.size() * row_elems_);
-    b.labels.resize(b.indices.size());
-    {
-      H5Lock lock(h5_mutex());
-      h5_read_rows(images, b.indices, row_elems_, b.pixels.data());
-      h5_read_rows(labels, b.indices, 1, b.labels.data());
-    }
+    Batch b = read_batch(images, labels, epoch, step);
     std::lock_guard<std::mutex> l(mu_);
     if (gen != generation_) continue;  // the epoch was restarted meanwhile
     queue_.push_back(std::move(b));

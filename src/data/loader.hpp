@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "io/h5.hpp"
 
 namespace vitkd {
 
@@ -64,6 +65,12 @@ struct LoaderOptions {
   bool drop_last = false;
   int64_t prefetch = 4;         ///< queue depth (batches)
   int rank = 0, world = 1;
+  /// data.io = "mpio": all ranks open the file once, collectively, through
+  /// MPI-IO (parallel HDF5) when the loader is made, and each batch is read
+  /// with independent transfers on the calling thread when next() asks for it
+  /// (no prefetch thread: MPI is initialised for the main thread only). The
+  /// loaders of all ranks must be made and destroyed in the same order.
+  bool mpio = false;
 };
 
 /// Reads the samples `indices` (any order) of `split` on the calling thread
@@ -90,10 +97,15 @@ class Loader {
 
  private:
   void run();
+  /// Rank's share of global batch `step` of `epoch` from the open datasets.
+  Batch read_batch(hid_t images, hid_t labels, int64_t epoch, int64_t step);
 
   DatasetMeta meta_;
   LoaderOptions opt_;
   int64_t n_ = 0, steps_ = 0, row_elems_ = 0;
+  std::vector<int64_t> perm_;  ///< the permutation of epoch perm_epoch_
+  int64_t perm_epoch_ = -1;
+  H5Obj mpio_file_, mpio_images_, mpio_labels_;  ///< data.io = "mpio" only
 
   std::thread thread_;
   std::mutex mu_;

@@ -201,6 +201,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   lo.seed = static_cast<uint64_t>(cfg.run_seed);
   lo.drop_last = cfg.data_drop_last;
   lo.prefetch = cfg.data_prefetch;
+  lo.mpio = cfg.data_io == "mpio";
   lo.rank = w.rank;
   lo.world = w.size;
   s.train = std::make_unique<Loader>(s.meta, lo);
