@@ -16,7 +16,7 @@
 #include "io/checkpoint.hpp"
 #include "io/h5.hpp"
 #include "io/json.hpp"
-#include "model/fits_data.hpp"
+#include "data/fits_model.hpp"
 #include "model/vit.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"

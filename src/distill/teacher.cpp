@@ -12,7 +12,7 @@
 #include "data/dataset.hpp"
 #include "comm/world.hpp"
 #include "io/checkpoint.hpp"
-#include "model/fits_data.hpp"
+#include "data/fits_model.hpp"
 #include "model/vit.hpp"
 #include "util/error.hpp"
 #include "util/torch_compat.hpp"

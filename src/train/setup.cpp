@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "comm/world.hpp"
-#include "model/fits_data.hpp"
+#include "data/fits_model.hpp"
 #include "model/gemm_rate.hpp"
 #include "util/alloc.hpp"
 #include "util/error.hpp"

@@ -1,4 +1,4 @@
-#include "model/fits_data.hpp"
+#include "data/fits_model.hpp"
 
 #include "util/error.hpp"
 
