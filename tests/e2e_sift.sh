@@ -3,6 +3,8 @@
 #   beta0_equals_no_sifting                 beta = 0 keeps every sample and gives bit-identical
 #                                           parameters to the same run without sifting
 #   selection_same_at_one_and_np_ranks      the same seed selects the same samples at 1 and NP ranks
+#   nothing_dropped_before_delay            no sample is sifted before step sift.delay (timing log,
+#                                           sift trace), and the rule applies from there on
 #   ce_runs_teacher_on_trained_samples_only criterion "ce": teacher forwards == samples trained
 #   rank_keeping_nothing_does_not_deadlock  a rank whose losses are all zero for many batches
 #   scope_teacher_beta0_equals_distillation scope "teacher", beta = 0: bit for bit plain distillation
@@ -12,7 +14,7 @@
 #   e2e_sift.sh --list | CASE NP ROOT    (tests/lib/common.sh)
 source "$(dirname "$0")/lib/common.sh"
 CASES=(setup beta0_equals_no_sifting:setup selection_same_at_one_and_np_ranks:setup
-       ce_runs_teacher_on_trained_samples_only:setup
+       nothing_dropped_before_delay:setup ce_runs_teacher_on_trained_samples_only:setup
        rank_keeping_nothing_does_not_deadlock:setup scope_teacher_beta0_equals_distillation:setup
        scope_teacher_trains_every_sample:setup scope_teacher_selection_same_at_one_and_np_ranks:setup)
 
@@ -80,6 +82,36 @@ case_selection_same_at_one_and_np_ranks() {
   vk 1 "${base[@]}" "${sel[@]}" --set data.batch_size=96 --set run.out_dir=sel1 > /dev/null
   vk "$NP" "${base[@]}" "${sel[@]}" --set data.batch_size=$((96 / NP)) --set run.out_dir=selN > /dev/null
   same_selection sel1 selN "scope sample"
+}
+
+case_nothing_dropped_before_delay() {
+  # Sifting from step 4 on (sift.delay = 3: optimizer steps 1-3 train whole
+  # global batches). Each sifted batch ranks the smallest loss of a fresh
+  # history at percentile 0, so the first sifted step must drop something.
+  local delay=3
+  vk "$NP" "${base[@]}" --set train.epochs=1 --set run.out_dir=delay --set sift.enabled=true \
+    --set sift.beta=1 --set sift.delay=$delay --set sift.trace=true > /dev/null
+  "$PYTHON" - "$delay" "$NP" <<'PY'
+import sys, h5py, numpy as np
+delay, np_ = int(sys.argv[1]), int(sys.argv[2])
+G = 32 * np_                        # smoke.toml: batch_size 32 per rank
+with h5py.File("delay/timing.h5", "r") as f:
+    step = f["metrics/step"][()]
+    seen, trained = f["metrics/samples_seen"][()], f["metrics/samples_trained"][()]
+    kept = f["metrics/kept_fraction"][()]
+before = step <= delay
+assert before.sum() == delay, step
+assert (kept[before] == 1.0).all(), kept[before]
+assert (trained[before] == seen[before]).all() and list(seen[before]) == [G * s for s in step[before]], \
+    (seen[before], trained[before])
+assert kept[step == delay + 1][0] < 1.0, f"step {delay + 1} kept everything: {kept[:delay + 2]}"
+assert trained[-1] < seen[-1], (trained[-1], seen[-1])
+# The trace holds the samples the rule saw: all but the first `delay` global batches.
+lines = [l.split() for l in open("delay/sift_trace.txt")]
+assert len(lines) == 768 - delay * G, (len(lines), 768 - delay * G)
+assert len({int(l[1]) for l in lines}) == len(lines)
+print(f"ok delay: steps 1-{delay} kept all {G * delay} samples; the rule saw the other {len(lines)}")
+PY
 }
 
 case_ce_runs_teacher_on_trained_samples_only() {
