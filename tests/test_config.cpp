@@ -30,7 +30,7 @@ TEST(Config, DefaultsComeFromTheTable) {
   EXPECT_TRUE(found);
 }
 
-TEST(Config, ParsesValuesAndOverrides) {
+TEST(Config, FileValuesAndOverridesReachTheConfig) {
   Config c = parse_config("[model]\ndim = 96\nmlp_ratio = 2\n[data]\naugment = true\n", "t.toml",
                           {"model.depth=3", "run.out_dir=/tmp/x", "optim.lr=5e-4"});
   EXPECT_EQ(c.model_dim, 96);
@@ -56,7 +56,7 @@ TEST(Config, WrongTypeNamesKeyAndType) {
   EXPECT_NE(e.find("test.toml"), std::string::npos) << e;
 }
 
-TEST(Config, InvalidValues) {
+TEST(Config, InvalidValuesNameKeyAndFix) {
   EXPECT_NE(error_of("[data]\nbatch_size = 0\n").find("data.batch_size"), std::string::npos);
   EXPECT_NE(error_of("[model]\ndepth = 0\n").find("model.depth"), std::string::npos);
   EXPECT_NE(error_of("[model]\ndim = 100\nheads = 3\n").find("do not divide dim"), std::string::npos);
@@ -75,7 +75,7 @@ TEST(Config, SyntaxErrorNamesFileAndLine) {
   EXPECT_NE(e.find("test.toml:2"), std::string::npos) << e;
 }
 
-TEST(Config, EchoRoundTrips) {
+TEST(Config, EchoParsesBackToTheSameConfig) {
   Config c = parse_config("[model]\ndim = 48\n[run]\nout_dir = \"a b/c\"\n", "t.toml");
   Config d = parse_config(config_to_toml(c), "echo.toml");
   EXPECT_EQ(config_to_toml(c), config_to_toml(d));
@@ -83,7 +83,7 @@ TEST(Config, EchoRoundTrips) {
   EXPECT_EQ(d.run_out_dir, "a b/c");
 }
 
-TEST(Config, BareWordOverrideMustBeUtf8) {
+TEST(Config, NonUtf8BareWordOverrideIsRefused) {
   // Found by fuzz_config: a non-UTF-8 bare word made an echo that does not parse back.
   auto e = error_of("", {"run.out_dir=caf\xe9"});
   EXPECT_NE(e.find("not valid UTF-8"), std::string::npos) << e;
@@ -92,7 +92,7 @@ TEST(Config, BareWordOverrideMustBeUtf8) {
   EXPECT_EQ(d.run_out_dir, "r\xc3\xa9sultats dir");
 }
 
-TEST(Config, SectionWrittenAsAValue) {
+TEST(Config, SectionWrittenAsAValueIsRefusedWithTheFix) {
   auto e = error_of("[[model]]\ndim = 3\n");
   EXPECT_NE(e.find("top-level key 'model' must be a [section], got an array; write it as [model]"),
             std::string::npos) << e;

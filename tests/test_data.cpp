@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <functional>
@@ -7,6 +6,7 @@
 #include <set>
 
 #include "data/augment.hpp"
+#include "fixtures.hpp"
 #include "data/dataset.hpp"
 #include "data/image_folder.hpp"
 #include "data/loader.hpp"
@@ -16,10 +16,6 @@
 using namespace vitkd;
 
 namespace {
-std::string tmp_path(const std::string& name) {
-  return "/tmp/vitkd_test_" + std::to_string(getpid()) + "_" + name;
-}
-
 // A small dataset: image i has every pixel = i % 256, label i % K.
 void small_split(DatasetSplit& s, int64_t n, int64_t px, int64_t k) {
   s.images.resize(n * px);
@@ -40,8 +36,9 @@ std::string validation_error(const std::string& path) {
 }
 }  // namespace
 
-TEST(Dataset, WriteValidateReadRoundTrip) {
-  const std::string p = tmp_path("rt.h5");
+TEST(Dataset, WrittenDatasetValidatesAndReadsBackExactly) {
+  const test::TempDir tmp;
+  const std::string p = tmp / "rt.h5";
   DatasetSplit tr, te;
   small_split(tr, 100, 4 * 4 * 2, 3);
   small_split(te, 10, 4 * 4 * 2, 3);
@@ -68,7 +65,8 @@ TEST(Dataset, WriteValidateReadRoundTrip) {
 }
 
 TEST(Dataset, ValidationNamesTheProblem) {
-  const std::string p = tmp_path("bad.h5");
+  const test::TempDir tmp;
+  const std::string p = tmp / "bad.h5";
   DatasetSplit tr, te;
   small_split(tr, 20, 16, 2);
   small_split(te, 5, 16, 2);
@@ -110,7 +108,8 @@ TEST(Dataset, LayoutErrorsReportedByHdf5AreUserErrors) {
   // Each of these used to end the process through VK_CHECK (or, for a
   // string array, write past a buffer); now it is one UserError naming the
   // file and the object.
-  const std::string p = tmp_path("layout.h5");
+  const test::TempDir tmp;
+  const std::string p = tmp / "layout.h5";
   DatasetSplit tr, te;
   small_split(tr, 70000, 1, 2);
   small_split(te, 3, 1, 2);
@@ -191,7 +190,8 @@ TEST(Loader, GlobalBatchesDoNotDependOnRankCount) {
 }
 
 TEST(Loader, EverySampleOncePerEpochSingleRank) {
-  const std::string p = tmp_path("ld.h5");
+  const test::TempDir tmp;
+  const std::string p = tmp / "ld.h5";
   DatasetSplit tr, te;
   small_split(tr, 50, 4, 2);
   small_split(te, 5, 4, 2);
@@ -281,7 +281,7 @@ TEST(ImageFolder, ShrinkingAveragesAreas) {
   for (uint8_t v : resize_center_crop(cb, 3).pixels) EXPECT_EQ(v, 128);
 }
 
-TEST(ImageFolder, ShorterSideThenCentreCrop) {
+TEST(ImageFolder, ScalesTheShorterSideThenCropsTheCentre) {
   // 4 rows x 12 columns, column index as value; S = 4: no scaling of the
   // shorter side, the crop keeps columns 4..7.
   auto in = gray_image(4, 12, [](int64_t, int64_t x) { return int(x * 10); });
@@ -298,7 +298,8 @@ TEST(ImageFolder, ShorterSideThenCentreCrop) {
 TEST(ImageFolder, DecodeErrorsAreReasonsNotExceptions) {
   Image im;
   EXPECT_NE(decode_image("/nonexistent/x.png", 3, im).find("cannot open"), std::string::npos);
-  const std::string p = tmp_path("garbage.jpg");
+  const test::TempDir tmp;
+  const std::string p = tmp / "garbage.jpg";
   FILE* f = std::fopen(p.c_str(), "wb");
   ASSERT_TRUE(f);
   std::fputs("GIF89a not really", f);

@@ -18,12 +18,12 @@ torch::Tensor teacher() { return torch::tensor({{3.0f, 2.0f, 1.0f}}); }
 torch::Tensor label() { return torch::tensor({2}, torch::kLong); }
 }  // namespace
 
-TEST(Losses, CrossEntropyByHand) {
+TEST(Losses, CrossEntropyMatchesHandComputation) {
   // CE = log(1 + e^-1 + e^-2) = log(1.50321472) = 0.40760596
   EXPECT_NEAR(cross_entropy_per_sample(student().logits, label()).item<double>(), 0.40760596, 1e-6);
 }
 
-TEST(Losses, KlByHand) {
+TEST(Losses, KlMatchesHandComputation) {
   // tau = 1: p_t = [0.66524096, 0.24472847, 0.09003057]; log p_t - log p_s = [2, 0, -2]
   //   KL = 2 * 0.66524096 - 2 * 0.09003057 = 1.15042078
   EXPECT_NEAR(kl_per_sample(student().logits, teacher(), 1.0).item<double>(), 1.15042078, 1e-6);
@@ -32,7 +32,7 @@ TEST(Losses, KlByHand) {
   EXPECT_NEAR(kl_per_sample(student().logits, teacher(), 2.0).item<double>(), 0.32015667, 1e-6);
 }
 
-TEST(Losses, SoftDistillationByHand) {
+TEST(Losses, SoftDistillationMatchesHandComputation) {
   DistillSpec d;
   d.alpha = 0.5;
   d.temperature = 1.0;
@@ -45,7 +45,7 @@ TEST(Losses, SoftDistillationByHand) {
   EXPECT_NEAR(distill_loss_per_sample(student(), teacher(), label(), d).item<double>(), 0.40760596, 1e-6);
 }
 
-TEST(Losses, HardDistillationByHand) {
+TEST(Losses, HardDistillationMatchesHandComputation) {
   DistillSpec d;
   d.hard = true;
   // teacher argmax = 0; CE(s, 0) = 2.40760596; 0.5 * 0.40760596 + 0.5 * 2.40760596 = 1.40760596
@@ -65,7 +65,7 @@ TEST(Losses, DistTokenUsesTheDistillationHead) {
   EXPECT_NEAR(teacher_loss_per_sample(o, label()).item<double>(), std::log(3.0), 1e-6);
 }
 
-TEST(Losses, PerSampleShape) {
+TEST(Losses, OneFloatLossPerSampleAndZeroKlToItself) {
   auto s = torch::randn({5, 7});
   auto t = torch::randn({5, 7});
   auto y = torch::randint(0, 7, {5}, torch::kLong);

@@ -3,10 +3,37 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdio>
+#include <string>
+
 #include <Kokkos_Core.hpp>
 
 #include "comm/world.hpp"
 #include "io/h5.hpp"
+
+namespace {
+// On ranks other than 0, the failed assertions only, marked with the rank
+// (their full result printer is off, so that the output stays readable).
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  // (The test's name is kept here: asking UnitTest for it while it reports a
+  // result would wait on its own lock.)
+  void OnTestStart(const ::testing::TestInfo& t) override {
+    test_ = std::string(t.test_suite_name()) + "." + t.name();
+  }
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s: %s:%d: Failure\n%s\n", rank_, test_.c_str(),
+                 r.file_name() ? r.file_name() : "?", r.line_number(), r.message());
+    std::fflush(stderr);
+  }
+
+ private:
+  int rank_;
+  std::string test_;
+};
+}  // namespace
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
@@ -15,10 +42,12 @@ int main(int argc, char** argv) {
   int rc = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
-    // Only rank 0 prints results; all ranks run every test.
+    // Only rank 0 prints results; all ranks run every test, and the others
+    // print their failures.
     if (vitkd::world().rank != 0) {
       auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
       delete listeners.Release(listeners.default_result_printer());
+      listeners.Append(new RankFailurePrinter(vitkd::world().rank));
     }
     rc = RUN_ALL_TESTS();
     // A failure on any rank fails the run on every rank.

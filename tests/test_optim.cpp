@@ -1,25 +1,19 @@
 #include <gtest/gtest.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include "fixtures.hpp"
 #include "model/vit.hpp"
 #include "optim/adamw.hpp"
 #include "optim/flat_params.hpp"
 
 using namespace vitkd;
+using vitkd::test::Spec;
 
 namespace {
-ModelSpec tiny() {
-  ModelSpec s;
-  s.image_size = 8;
-  s.channels = 1;
-  s.patch = 4;
-  s.dim = 12;
-  s.depth = 1;
-  s.heads = 2;
-  s.mlp_ratio = 2.0;
-  s.classes = 3;
-  s.dist_token = true;
-  return s;
-}
+ModelSpec tiny() { return Spec::tiny().dim(12).classes(3).dist_token(); }
 }  // namespace
 
 TEST(FlatParams, ParametersAndGradsAreViewsOfTheFlatBuffers) {
@@ -47,7 +41,7 @@ TEST(FlatParams, ParametersAndGradsAreViewsOfTheFlatBuffers) {
   EXPECT_EQ(flat.shard(2).offset + flat.shard(2).size, flat.padded);
 }
 
-TEST(FlatParams, WeightDecayMask) {
+TEST(FlatParams, WeightDecayOnlyOnMatrices) {
   EXPECT_TRUE(decays("blocks.0.attn.qkv.weight", 2));
   EXPECT_TRUE(decays("patch_embed.proj.weight", 2));
   EXPECT_FALSE(decays("blocks.0.attn.qkv.bias", 1));
@@ -63,7 +57,7 @@ TEST(FlatParams, WeightDecayMask) {
   EXPECT_DOUBLE_EQ(flat.decay_mask.sum().item<double>(), expect);
 }
 
-TEST(AdamW, MatchesTorchAdamW) {
+TEST(AdamW, StepsMatchTorchAdamW) {
   torch::manual_seed(1);
   const int64_t n = 1000;
   auto p_ref = torch::randn({n}).set_requires_grad(true);
@@ -82,7 +76,7 @@ TEST(AdamW, MatchesTorchAdamW) {
   EXPECT_EQ(ours.steps(), 20);
 }
 
-TEST(AdamW, GradNormAndMaskAndScale) {
+TEST(AdamW, GradNormIsTheSumOfSquaresAndTheMaskLimitsDecay) {
   const int64_t n = 257;
   auto g = torch::randn({n});
   AdamW opt(Shard{0, n});
@@ -97,6 +91,37 @@ TEST(AdamW, GradNormAndMaskAndScale) {
   EXPECT_NEAR(p[0].item<double>(), 1.0 - 0.1 * 0.5, 1e-6);
   EXPECT_NEAR(p[20].item<double>(), 1.0, 1e-7);
 }
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+// state_bytes() is what the optimizer memory is reported from (result.json,
+// the start-up line): it must be what AdamW really allocates, measured at
+// the allocator, not a formula over the shard size.
+TEST(AdamW, StateBytesAreTheBytesItAllocates) {
+  auto in_use = [] {
+    const struct mallinfo2 mi = mallinfo2();
+    return static_cast<int64_t>(mi.uordblks + mi.hblkhd);  // heap in use + mmap'ed blocks
+  };
+  { AdamW warm(Shard{0, 16}); }  // Kokkos's first allocation sets up its own records
+  const int64_t slack = 64 << 10;
+  for (int64_t n : {int64_t(1) << 20, int64_t(3) << 19}) {
+    const int64_t before = in_use();
+    int64_t held = 0, reported = 0;
+    {
+      AdamW opt(Shard{7, n});
+      held = in_use() - before;
+      reported = opt.state_bytes();
+      // Both moments span the whole shard, zero-initialised.
+      EXPECT_EQ(opt.m()[n - 1], 0.0f);
+      EXPECT_EQ(opt.v()[n - 1], 0.0f);
+      EXPECT_NE(opt.m(), opt.v());
+    }
+    EXPECT_GE(held, reported) << "n " << n;
+    EXPECT_LE(held, reported + slack) << "n " << n << ": allocated " << held << ", reported " << reported;
+    EXPECT_GE(reported, 2 * n * int64_t(sizeof(float)));
+    EXPECT_LE(in_use() - before, slack) << "the moments were not freed";
+  }
+}
+#endif
 
 TEST(Schedule, WarmupThenCosineToFloor) {
   EXPECT_DOUBLE_EQ(schedule_lr(0, 100, 1000, 1.0, 0.1), 0.0);

@@ -19,6 +19,13 @@ void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
 }
 
+// Bytes of `count` elements of `type`, as MPI sizes the type.
+int64_t bytes_of(int64_t count, MPI_Datatype type) {
+  int size = 0;
+  VK_CHECK(MPI, MPI_Type_size(type, &size));
+  return count * size;
+}
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator() {
@@ -45,18 +52,18 @@ class MpiCommunicator final : public Communicator {
     r.bf16 = wire == WireType::BF16;
     std::vector<int> icounts(counts.begin(), counts.end());
     int64_t total = 0;
-    for (auto c : counts) total += c;
-    const int64_t elem = r.bf16 ? 2 : 4;
-    bytes_sent_ += (w.size - 1) * total * elem / w.size;
+    for (int c : icounts) total += c;  // the send buffer: sum(recvcounts) elements
     if (r.bf16) {
       r.send16.resize(total);
       r.recv16.resize(std::max<int64_t>(1, r.count));
       for (int64_t i = 0; i < total; ++i) r.send16[i] = float_to_bf16(send[i]);
       VK_CHECK(MPI, MPI_Ireduce_scatter(r.send16.data(), r.recv16.data(), icounts.data(), bf16_type_,
                                         bf16_op_, MPI_COMM_WORLD, &r.req));
+      bytes_sent_ += bytes_of(total, bf16_type_);
     } else {
       VK_CHECK(MPI, MPI_Ireduce_scatter(send, recv, icounts.data(), MPI_FLOAT, MPI_SUM,
                                         MPI_COMM_WORLD, &r.req));
+      bytes_sent_ += bytes_of(total, MPI_FLOAT);
     }
     requests_.push_back(std::move(r));
     return static_cast<int>(requests_.size()) - 1 + base_;
@@ -91,10 +98,10 @@ class MpiCommunicator final : public Communicator {
   }
 
   void all_gather(float* buf, int64_t count) override {
-    const int P = world().size;
+    // In place: this rank's block is `count` elements of the receive type.
     VK_CHECK(MPI, MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, static_cast<int>(count),
                                 MPI_FLOAT, MPI_COMM_WORLD));
-    bytes_sent_ += static_cast<int64_t>(P - 1) * count * static_cast<int64_t>(sizeof(float));
+    bytes_sent_ += bytes_of(count, MPI_FLOAT);
   }
 
  private:

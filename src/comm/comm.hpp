@@ -41,8 +41,13 @@ class Communicator {
   /// afterwards every rank holds all world*count elements.
   virtual void all_gather(float* buf, int64_t count) = 0;
 
-  /// Bytes this rank has sent, counted as a ring algorithm sends them:
-  /// (P-1)/P of each reduced bucket and of each all-gathered buffer.
+  /// Bytes of this rank's data handed to the communication library, from
+  /// the count and datatype arguments of each call: the whole send buffer of
+  /// each reduce-scatter (sum(counts) elements of the wire type: 4 bytes
+  /// each, 2 with bf16) and this rank's block of each all-gather (`count`
+  /// floats). How many bytes then cross the network depends on the
+  /// library's algorithm (a ring reduce-scatter sends (P-1)/P of the
+  /// buffer); this counts what this rank handed over.
   int64_t bytes_sent() const { return bytes_sent_; }
 
  protected:

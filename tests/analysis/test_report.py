@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Self-contained test of analysis/report.py on synthetic vitkd timing logs.
 
-    /usr/bin/python3 tests/analysis/test_report.py SRC_DIR WORK_DIR
+    python3 tests/analysis/test_report.py SRC_DIR WORK_DIR
 
 SRC_DIR is the repository root, WORK_DIR a scratch directory (created; only the
 subdirectories named below are replaced in it). The test
 writes timing.h5 files in the "vitkd-timing" v1 format with h5py, runs
-report.py on them with /usr/bin/python3 and checks what it reports:
+report.py on them with the same interpreter and checks what it reports:
 
   straggler/   3 ranks; rank 2's student_forward and backward take 1.5x longer
                (ranks 0 and 1 wait in comm_wait), backward alternates fast/slow
@@ -28,7 +28,7 @@ import sys
 import h5py
 import numpy as np
 
-PYTHON = "/usr/bin/python3"
+PYTHON = sys.executable  # the interpreter running this test (CMake found it)
 PHASES = ["data_wait", "teacher_forward", "sift_forward", "student_forward", "backward",
           "comm_wait", "optimizer", "all_gather", "checkpoint", "eval"]
 P = {name: i for i, name in enumerate(PHASES)}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks vitkd's Spack support without Spack.
 
-    /usr/bin/python3 tests/spack/check_spack.py SRC_DIR
+    python3 tests/spack/check_spack.py SRC_DIR
 
 1. spack.yaml (PyYAML): the environment lists every dependency and vitkd,
    unifies, has a view, and its "repos" entry is the in-tree repository.

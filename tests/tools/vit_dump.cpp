@@ -1,9 +1,10 @@
 // Writes a randomly initialised ViT as a vitkd checkpoint, plus a fixed input
-// batch and the C++ model's fp32 logits, for tests/vit_reference.py.
+// batch and the C++ model's fp32 logits, for tests/tools/vit_reference.py.
 //   vit_dump OUT_DIR
 #include <cstdio>
 
 #include "comm/world.hpp"
+#include "fixtures.hpp"
 #include "io/checkpoint.hpp"
 #include "io/h5.hpp"
 
@@ -17,16 +18,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  ModelSpec s;
-  s.image_size = 12;
-  s.channels = 3;
-  s.patch = 4;
-  s.dim = 24;
-  s.depth = 2;
-  s.heads = 3;
-  s.mlp_ratio = 2.5;
-  s.classes = 5;
-  s.dist_token = true;
+  const ModelSpec s = test::Spec().image(12).channels(3).patch(4).dim(24).depth(2).heads(3)
+                          .mlp_ratio(2.5).classes(5).dist_token();
   torch::manual_seed(3);
   ViT m(s);
   // Give biases and norms non-trivial values too, so that every parameter is checked.

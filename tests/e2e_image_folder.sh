@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # vitkd prepare folder at NP ranks on a folder the test makes itself (PIL):
 # PNG (RGB, RGBA, grayscale, 16-bit) and JPEG files of several sizes, one
-# garbage .png, one truncated .jpg and one non-image file. Checks the layout,
-# labels, class names, pixels (solid class colours; a half-black/half-white
-# image pins the resize + centre crop), mean/std, the skipped count, that the
-# NP-rank file equals the 1-rank file, and that `vitkd train` runs on it.
-#   image_folder.sh NP WORKDIR     (env: VITKD, MPIEXEC, MPIEXEC_NUMPROC_FLAG, SRC, PYTHON)
-set -euo pipefail
-np=$1
-work=$2
-rm -rf "$work" && mkdir -p "$work"
-run() { timeout 300 $MPIEXEC $MPIEXEC_NUMPROC_FLAG "$np" $MPIEXEC_PREFLAGS "$VITKD" "$@"; }
+# garbage .png, one truncated .jpg and one non-image file. "setup" makes the
+# folder and prepares it at NP ranks and at 1 rank. Then:
+#   dataset_layout_labels_pixels_match     the layout, labels, class names, pixels (solid class
+#                                          colours; a half-black/half-white image pins the resize +
+#                                          centre crop), mean/std, the skipped count and messages,
+#                                          and the NP-rank file equals the 1-rank file
+#   one_class_folder_is_refused            (each refusal: exit 2 and one line)
+#   missing_folder_is_refused
+#   missing_size_is_refused
+#   test_fraction_out_of_range_is_refused
+#   training_runs_on_the_folder_dataset    vitkd train finishes on it
+#   e2e_image_folder.sh --list | CASE NP ROOT    (tests/lib/common.sh)
+source "$(dirname "$0")/lib/common.sh"
+CASES=(setup dataset_layout_labels_pixels_match:setup one_class_folder_is_refused:setup
+       missing_folder_is_refused:setup missing_size_is_refused:setup
+       test_fraction_out_of_range_is_refused:setup training_runs_on_the_folder_dataset:setup)
 
-"$PYTHON" - "$work/images" <<'PY'
+SETUP=${3-}/setup
+export MPI_TIMEOUT=300
+
+case_setup() {
+  "$PYTHON" - "$WORK/images" <<'PY'
 import os, sys
 import numpy as np
 from PIL import Image
@@ -53,17 +63,20 @@ with open(os.path.join(root, "banana", "truncated.jpg"), "wb") as f:
 with open(os.path.join(root, "cherry", "notes.txt"), "w") as f:
     f.write("not an image\n")
 PY
+  vk "$NP" prepare folder "$WORK/images" --out "$WORK/folder.h5" --size 16 --test-fraction 0.25 --seed 5 \
+    > prepare.out 2> prepare.err || { cat prepare.out prepare.err; fail "prepare folder at $NP ranks"; }
+  "$VITKD" prepare folder "$WORK/images" --out "$WORK/folder1.h5" --size 16 --test-fraction 0.25 \
+    --seed 5 > /dev/null 2>&1 || fail "prepare folder at 1 rank"
+}
 
-run prepare folder "$work/images" --out "$work/folder.h5" --size 16 --test-fraction 0.25 --seed 5 \
-  > "$work/prepare.out" 2> "$work/prepare.err"
-cat "$work/prepare.out" "$work/prepare.err"
-grep -q "skipped 2 unreadable or corrupt file(s)" "$work/prepare.out"
-grep -q "skipped '$work/images/apple/broken.png': not a PNG or JPEG file" "$work/prepare.err"
-grep -q "skipped '$work/images/banana/truncated.jpg': corrupt JPEG" "$work/prepare.err"
-"$VITKD" prepare folder "$work/images" --out "$work/folder1.h5" --size 16 --test-fraction 0.25 \
-  --seed 5 > /dev/null 2>&1
-
-"$PYTHON" - "$work" "$np" <<'PY'
+case_dataset_layout_labels_pixels_match() {
+  cat "$SETUP/prepare.out" "$SETUP/prepare.err"
+  grep -q "skipped 2 unreadable or corrupt file(s)" "$SETUP/prepare.out" || fail "no skipped count"
+  grep -q "skipped '$SETUP/images/apple/broken.png': not a PNG or JPEG file" "$SETUP/prepare.err" \
+    || fail "no message for the garbage .png"
+  grep -q "skipped '$SETUP/images/banana/truncated.jpg': corrupt JPEG" "$SETUP/prepare.err" \
+    || fail "no message for the truncated .jpg"
+  "$PYTHON" - "$SETUP" "$NP" <<'PY'
 import sys, h5py, numpy as np
 work, np_ = sys.argv[1], int(sys.argv[2])
 f, g = h5py.File(f"{work}/folder.h5", "r"), h5py.File(f"{work}/folder1.h5", "r")
@@ -100,24 +113,41 @@ assert np.allclose(f.attrs["mean"], mean, atol=1e-9) and np.allclose(f.attrs["st
 print(f"OK: folder dataset {len(labs['train'])} train, {len(labs['test'])} test, classes {names}, "
       f"skipped {int(f.attrs['skipped'])}, {np_} ranks == 1 rank")
 PY
-
-# User errors: one line, exit 2.
-expect_user_error() {  # WANT CMD...
-  local want=$1; shift
-  set +e; "$@" > "$work/err.out" 2>&1; local rc=$?; set -e
-  if [ "$rc" -ne 2 ] || ! grep -qF -- "$want" "$work/err.out" || [ "$(wc -l < "$work/err.out")" -ne 1 ]; then
-    echo "FAIL: expected exit 2 and one line with '$want', got exit $rc:"; cat "$work/err.out"; exit 1
-  fi
 }
-mkdir -p "$work/one/only" && cp "$work/images/halves/h0.png" "$work/one/only/"
-expect_user_error "has 1 class subfolder(s)" "$VITKD" prepare folder "$work/one" --out "$work/x.h5" --size 8
-expect_user_error "cannot read directory '$work/none'" "$VITKD" prepare folder "$work/none" --out "$work/x.h5" --size 8
-expect_user_error "--size S (output height = width in pixels) is required" \
-  "$VITKD" prepare folder "$work/images" --out "$work/x.h5"
-expect_user_error "--test-fraction must be a number in [0, 1)" \
-  "$VITKD" prepare folder "$work/images" --out "$work/x.h5" --size 8 --test-fraction 1.5
 
-run train "$SRC/inputs/smoke.toml" --set data.path="$work/folder.h5" --set run.out_dir="$work/run" \
-  --set model.channels=3 --set model.classes=5 --set data.batch_size=4 --set train.epochs=2 \
-  --set train.mfu_ceiling=1e11 | tee "$work/train.log" | tail -2
-grep -q "^done: " "$work/train.log"
+# WANT COMMAND ...: exit 2 and exactly one line of output, holding WANT.
+expect_user_error() {
+  local want=$1
+  shift
+  expect_error 2 "$want" "$@"
+  [ "$(wc -l < last.log)" -eq 1 ] || { cat last.log; fail "more than one line of output"; }
+}
+
+case_one_class_folder_is_refused() {
+  mkdir -p one/only && cp "$SETUP/images/halves/h0.png" one/only/
+  expect_user_error "has 1 class subfolder(s)" "$VITKD" prepare folder "$WORK/one" --out "$WORK/x.h5" --size 8
+}
+
+case_missing_folder_is_refused() {
+  expect_user_error "cannot read directory '$WORK/none'" "$VITKD" prepare folder "$WORK/none" --out "$WORK/x.h5" --size 8
+}
+
+case_missing_size_is_refused() {
+  expect_user_error "--size S (output height = width in pixels) is required" \
+    "$VITKD" prepare folder "$SETUP/images" --out "$WORK/x.h5"
+}
+
+case_test_fraction_out_of_range_is_refused() {
+  expect_user_error "--test-fraction must be a number in [0, 1)" \
+    "$VITKD" prepare folder "$SETUP/images" --out "$WORK/x.h5" --size 8 --test-fraction 1.5
+}
+
+case_training_runs_on_the_folder_dataset() {
+  LOG=train.log expect 0 vk "$NP" train "$SRC/inputs/smoke.toml" --set data.path="$SETUP/folder.h5" \
+    --set run.out_dir="$WORK/run" --set model.channels=3 --set model.classes=5 --set data.batch_size=4 \
+    --set train.epochs=2 --set train.mfu_ceiling=1e11
+  tail -2 train.log
+  grep -q "^done: " train.log || fail "no 'done:' line"
+}
+
+e2e_main "$@"

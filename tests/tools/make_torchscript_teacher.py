@@ -16,7 +16,7 @@ import sys
 import h5py
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "analysis"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analysis"))
 import vitkd_model  # noqa: E402
 
 ap = argparse.ArgumentParser()

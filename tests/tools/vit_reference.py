@@ -1,16 +1,24 @@
 """Checks the C++ ViT against analysis/vitkd_model.py (PyTorch) on the same
-weights: loads the checkpoint vit_dump wrote, runs the same input, and
-compares both heads' logits."""
+weights: runs vit_dump (tests/tools/vit_dump.cpp), loads the checkpoint it
+wrote, runs the same input, and compares both heads' logits.
+
+    vit_reference.py VIT_DUMP OUT_DIR
+"""
 import os
+import shutil
+import subprocess
 import sys
 
 import h5py
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "analysis"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analysis"))
 import vitkd_model  # noqa: E402
 
-d = sys.argv[1]
+vit_dump, d = sys.argv[1], sys.argv[2]
+shutil.rmtree(d, ignore_errors=True)
+os.makedirs(d)
+subprocess.run([vit_dump, d], check=True)
 model = vitkd_model.load_checkpoint(os.path.join(d, "checkpoint.h5"))
 with h5py.File(os.path.join(d, "logits.h5"), "r") as f:
     x = torch.from_numpy(f["input"][()])

@@ -1,0 +1,77 @@
+#pragma once
+// Shared fixtures of the C++ tests: model shapes and temporary directories.
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "comm/world.hpp"
+#include "model/vit.hpp"
+
+namespace vitkd::test {
+
+/// A ModelSpec built field by field:
+///   Spec::tiny().dim(10).mlp_ratio(1.5)   or   Spec().image(8).dim(16)
+/// Spec() starts from ModelSpec's defaults (the Fashion-MNIST teacher).
+class Spec {
+ public:
+  Spec() = default;
+  /// 8x8 one-channel images, patch 4 (4 patches), dim 16, one block of two
+  /// heads, MLP ratio 2, 4 classes: a model that trains in milliseconds.
+  static Spec tiny() { return Spec().image(8).channels(1).patch(4).dim(16).depth(1).heads(2).mlp_ratio(2.0).classes(4); }
+
+  Spec& image(int64_t v) { s_.image_size = v; return *this; }
+  Spec& channels(int64_t v) { s_.channels = v; return *this; }
+  Spec& patch(int64_t v) { s_.patch = v; return *this; }
+  Spec& dim(int64_t v) { s_.dim = v; return *this; }
+  Spec& depth(int64_t v) { s_.depth = v; return *this; }
+  Spec& heads(int64_t v) { s_.heads = v; return *this; }
+  Spec& mlp_ratio(double v) { s_.mlp_ratio = v; return *this; }
+  Spec& classes(int64_t v) { s_.classes = v; return *this; }
+  Spec& dist_token(bool v = true) { s_.dist_token = v; return *this; }
+
+  operator ModelSpec() const { return s_; }  // NOLINT: a builder converts implicitly
+  const ModelSpec& spec() const { return s_; }
+
+ private:
+  ModelSpec s_;
+};
+
+/// The tiny model with a parameter count divisible by neither 2 nor 3
+/// (1099 parameters), so that shards over 2 and 3 ranks are uneven.
+inline ModelSpec odd_spec() { return Spec::tiny().dim(10).mlp_ratio(1.5); }
+
+/// A fresh directory under $TMPDIR (or /tmp), removed with everything in it
+/// when the object goes out of scope. shared = true: collective; rank 0
+/// makes it and every rank gets the same path (and removes nothing but rank 0).
+class TempDir {
+ public:
+  explicit TempDir(bool shared = false) : owner_(!shared || world().root()) {
+    if (owner_) {
+      const char* base = std::getenv("TMPDIR");
+      std::string tmpl = std::string(base && *base ? base : "/tmp") + "/vitkd_test_XXXXXX";
+      std::vector<char> buf(tmpl.begin(), tmpl.end());
+      buf.push_back('\0');
+      if (mkdtemp(buf.data()) != nullptr) path_ = buf.data();
+    }
+    if (shared) path_ = broadcast_string(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (owner_ && !path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  bool ok() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+  /// path()/name
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  bool owner_;
+  std::string path_;
+};
+
+}  // namespace vitkd::test
