@@ -23,7 +23,8 @@ for c in unknown_key_in_file_names_the_nearest unknown_key_in_override_names_the
          nccl_without_gpu_is_refused negative_sift_beta_is_refused zero_sift_history_is_refused \
          scope_teacher_with_kd_criterion_is_refused scope_teacher_without_distill_is_refused \
          scope_typo_names_the_nearest unknown_command_names_the_nearest set_without_equals_is_refused \
-         unknown_dataset_kind_is_refused; do
+         unknown_dataset_kind_is_refused negative_sift_history_is_refused \
+         more_threads_than_cores_per_rank_are_refused data_io_typo_names_the_nearest; do
   CASES+=("$c:setup")
 done
 
@@ -195,6 +196,12 @@ case_nccl_without_gpu_is_refused() {
 }
 case_negative_sift_beta_is_refused() { refused "sift.beta" --set sift.beta=-1; }
 case_zero_sift_history_is_refused() { refused "sift.history" --set sift.history=0; }
+case_negative_sift_history_is_refused() { refused "sift.history" --set sift.history=-5; }
+case_more_threads_than_cores_per_rank_are_refused() {
+  # One more thread than this machine's cores: more than any rank's share.
+  refused "train.threads = $(($(nproc) + 1)) is more than the" --set train.threads=$(($(nproc) + 1))
+}
+case_data_io_typo_names_the_nearest() { refused "did you mean 'mpio'" --set data.io=mpi; }
 case_scope_teacher_with_kd_criterion_is_refused() {
   refused 'needs sift.criterion = "ce"' --set sift.enabled=true --set sift.scope=teacher --set sift.criterion=kd
 }

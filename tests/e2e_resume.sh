@@ -17,6 +17,14 @@
 #   corrupt_resume_path_is_an_error           an explicit checkpoint.resume PATH to a corrupt file
 #   other_model_shape_is_refused              a checkpoint of another model shape: exit 2
 #   auto_with_only_foreign_checkpoints_is_refused
+#   finished_run_extends_with_recomputed_schedule
+#                                             10 steps, then resumed with train.max_steps = 20: it
+#                                             continues from step 10 (data cursor, counters) with the
+#                                             lr of the 20-step schedule; the result equals neither a
+#                                             fresh 20-step run nor the 10-step one
+#   shorter_schedule_is_refused_naming_the_step
+#                                             resuming with fewer steps than done: exit 2, the
+#                                             checkpoint's step in the message, nothing written
 #   e2e_resume.sh --list | CASE NP ROOT    (tests/lib/common.sh)
 source "$(dirname "$0")/lib/common.sh"
 CASES=(setup preempted_run_resumes_bit_identical:setup
@@ -25,7 +33,8 @@ CASES=(setup preempted_run_resumes_bit_identical:setup
        resume_at_other_rank_count_within_rtol:setup other_global_batch_is_refused_with_fix:setup
        kill_during_checkpoint_keeps_previous:setup sigusr1_checkpoints_and_resumes_exactly:setup
        truncated_checkpoint_falls_back:setup corrupt_resume_path_is_an_error:setup
-       other_model_shape_is_refused:setup auto_with_only_foreign_checkpoints_is_refused:setup)
+       other_model_shape_is_refused:setup auto_with_only_foreign_checkpoints_is_refused:setup
+       finished_run_extends_with_recomputed_schedule:setup shorter_schedule_is_refused_naming_the_step:setup)
 
 SETUP=${3-}/setup
 FULL=$SETUP/full/checkpoint.h5   # the uninterrupted reference run
@@ -176,6 +185,55 @@ case_auto_with_only_foreign_checkpoints_is_refused() {
   expect 2 vk "$NP" "${T[@]}" --set run.out_dir=auto --set model.dim=24
   grep -q "none can be resumed" last.log || { cat last.log; fail "auto with only foreign checkpoints"; }
   cmp -s "$FULL" auto/checkpoint.h5 || fail "the refused run touched the old checkpoint"
+}
+
+# No sifting, one timing row per step: the extension's own checks.
+X=(train "$SETUP/tiny.toml" --set data.batch_size=$B --set train.timing_every_steps=1)
+
+case_finished_run_extends_with_recomputed_schedule() {
+  expect 0 vk "$NP" "${X[@]}" --set run.out_dir=ext --set train.max_steps=10
+  cp ext/checkpoint.h5 ten.h5
+  expect 0 vk "$NP" "${X[@]}" --set run.out_dir=ext --set train.max_steps=20
+  grep -q "resume: extending the finished run from step 10 to 20" last.log ||
+    { cat last.log; fail "the log does not say the run was extended"; }
+  expect 0 vk "$NP" "${X[@]}" --set run.out_dir=fresh --set train.max_steps=20
+  "$PYTHON" - "$G" <<'PY'
+import json, math, sys
+import h5py, numpy as np
+G = int(sys.argv[1])
+r = json.load(open("ext/result.json"))
+assert r["steps"] == 20 and r["extended_from_step"] == 10, r
+assert r["samples_seen"] == 20 * G, r["samples_seen"]
+with h5py.File("ext/checkpoint.h5") as e, h5py.File("fresh/checkpoint.h5") as f, h5py.File("ten.h5") as t:
+    assert int(e.attrs["step"]) == 20 and int(e.attrs["complete"]) == 1
+    names = list(e["model"].keys())
+    def dist(a, b):
+        return math.sqrt(sum(float(np.sum((a["model"][n][()] - b["model"][n][()]) ** 2)) for n in names))
+    assert dist(e, f) > 0, "the extended run equals a fresh 20-step run"
+    assert dist(e, t) > 0, "the extension trained nothing"
+    # The data cursor went on from step 10: 384 samples = 32 batches of 12 per epoch.
+    assert int(t.attrs["data_batch"]) == 10 and int(e.attrs["data_batch"]) == 20, \
+        (int(t.attrs["data_batch"]), int(e.attrs["data_batch"]))
+with h5py.File("ext/timing.h5") as tl, h5py.File("fresh/timing.h5") as tf:
+    steps = tl["/metrics/step"][()]
+    lr = tl["/metrics/lr"][()]
+    lr_fresh = tf["/metrics/lr"][()]
+assert list(steps) == list(range(1, 21)), list(steps)
+# Steps 11..20 follow the 20-step schedule (the samples seen are the same as
+# in the fresh run); steps 1..10 followed the 10-step one, which decays sooner.
+assert np.allclose(lr[10:], lr_fresh[10:], rtol=1e-12), (lr[10:], lr_fresh[10:])
+assert lr[9] < lr_fresh[9], (lr[9], lr_fresh[9])
+print(f"ok: extended 10 -> 20 steps; lr at step 11 {lr[10]:.3e} (10-step run ended at {lr[9]:.3e})")
+PY
+}
+
+case_shorter_schedule_is_refused_naming_the_step() {
+  expect 0 vk "$NP" "${X[@]}" --set run.out_dir=done --set train.max_steps=10
+  local before
+  before=$(md5sum done/checkpoint.h5 done/result.json done/timing.h5)
+  expect_error 2 "done/checkpoint.h5 is at step 10, beyond this schedule of 5 steps" \
+    vk "$NP" "${X[@]}" --set run.out_dir=done --set train.max_steps=5
+  [ "$before" = "$(md5sum done/checkpoint.h5 done/result.json done/timing.h5)" ] || fail "files changed"
 }
 
 e2e_main "$@"

@@ -218,13 +218,11 @@ TEST(TimingLog, ResumeKeepsTheRowsUpToTheCheckpointAndAppends) {
   EXPECT_EQ(read<double>(p, "/eval/test_top1"), (std::vector<double>{0.5, 0.9}));
 }
 
-// Fails today: where the resumed log is shortened (the old one ran past the
-// checkpoint), the rows written after the checkpoint keep the earlier run's
-// values (here loss 7, 8 instead of 107, 108; wall 1 s instead of 2 s) —
-// append() shrinks the datasets with H5Dset_extent and writes the new rows in
-// the same chunk, and the old values win. The /eval rows, not shortened, are
-// the new ones. Enable it with the fix in src/io/timing_log.cpp.
-TEST(TimingLog, DISABLED_ResumedRunsRowsReplaceTheRowsAfterTheCheckpoint) {
+// Where the resumed log is shortened (the old one ran past the checkpoint),
+// the rows written after the checkpoint are the resumed run's (loss 107, 108;
+// wall 2 s), not the earlier run's (7, 8; 1 s): the datasets are cut and
+// flushed when the log is reopened, before any new row is written.
+TEST(TimingLog, ResumedRunsRowsReplaceTheRowsAfterTheCheckpoint) {
   TempDir tmp;
   const std::string p = tmp / "timing.h5";
   log_then_resume_at_6(p);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <random>
 
+#include "sift/global_select.hpp"
+#include "sift/sample_pool.hpp"
 #include "sift/sifter.hpp"
 
 using namespace vitkd;
@@ -92,4 +94,63 @@ TEST(Sift, SelectionIsKeyedOnSampleNotPosition) {
   EXPECT_GT(kept, 0);
   EXPECT_LT(kept, 600);
   EXPECT_GT(moved, 0) << "the permutation left every decision in place; the check proves nothing";
+}
+
+// The history holds sift.history losses besides the current global batch, so
+// a global batch larger than sift.history does not push out everything older.
+TEST(GlobalSelect, HistoryHoldsItsLengthBesidesTheCurrentGlobalBatch) {
+  const int64_t history = 4, batch = 8;
+  GlobalSelector sel(/*beta=*/1.0, history, batch, /*seed=*/3, "");
+  std::vector<int64_t> idx(batch);
+  for (int round = 0; round < 3; ++round) {
+    for (int64_t i = 0; i < batch; ++i) idx[i] = round * batch + i;
+    const torch::Tensor losses = torch::arange(batch, torch::kFloat32) + 100.0f * round;
+    sel.select(idx, losses, /*epoch=*/0);
+  }
+  const std::vector<double> h = sel.sifter().history().ordered();
+  ASSERT_EQ(static_cast<int64_t>(h.size()), history + batch);
+  // Oldest first: the last `history` losses of round 1, then all of round 2.
+  EXPECT_EQ(h.front(), 104.0);
+  EXPECT_EQ(h.back(), 207.0);
+}
+
+// Each rank keeps its own rows of the samples the rule keeps; the decision
+// depends on the sample, not on where it sits in the batch.
+TEST(GlobalSelect, KeptRowsFollowTheSamplesWhateverTheirOrder) {
+  const int64_t n = 64;
+  std::vector<int64_t> idx(n), rev(n);
+  for (int64_t i = 0; i < n; ++i) idx[i] = 1000 + i, rev[i] = 1000 + n - 1 - i;
+  const torch::Tensor losses = torch::rand({n}, torch::TensorOptions().dtype(torch::kFloat32));
+  GlobalSelector a(1.0, 32, n, 5, ""), b(1.0, 32, n, 5, "");
+  const auto da = a.select(idx, losses, 2);
+  const auto db = b.select(rev, losses.flip(0), 2);
+  std::vector<int64_t> kept_a, kept_b;
+  for (int64_t r : da.rows) kept_a.push_back(idx[r]);
+  for (int64_t r : db.rows) kept_b.push_back(rev[r]);
+  std::sort(kept_b.begin(), kept_b.end());
+  EXPECT_EQ(kept_a, kept_b);
+  EXPECT_EQ(da.kept_global, static_cast<int64_t>(kept_a.size()));
+  EXPECT_GT(da.kept_global, 0);
+  EXPECT_LT(da.kept_global, n);
+}
+
+// Steps take pooled samples from the front, in the order they were added.
+TEST(SamplePool, TakeReturnsTheOldestSamplesAndKeepsTheRest) {
+  SamplePool pool;
+  auto rows = [](int64_t first, int64_t n) {
+    return torch::arange(first, first + n, torch::kLong);
+  };
+  pool.add(torch::zeros({3, 1, 2, 2}), rows(0, 3), torch::Tensor(), rows(10, 3));
+  pool.add(torch::ones({4, 1, 2, 2}), rows(3, 4), torch::Tensor(), rows(20, 4));
+  EXPECT_EQ(pool.size(), 7);
+  const PoolTake t = pool.take(5);
+  EXPECT_EQ(t.x.size(0), 5);
+  EXPECT_FALSE(t.t.defined());
+  EXPECT_TRUE(torch::equal(t.y, rows(0, 5)));
+  EXPECT_EQ(pool.size(), 2);
+  EXPECT_EQ(pool.indices(), (std::vector<int64_t>{22, 23}));
+  EXPECT_TRUE(pool.logits().empty());
+  const PoolTake rest = pool.take(2);
+  EXPECT_TRUE(torch::equal(rest.i, torch::tensor({22, 23}, torch::kLong)));
+  EXPECT_EQ(pool.size(), 0);
 }

@@ -75,6 +75,24 @@ void append(hid_t file, const std::string& path, hid_t type, hsize_t rows, hsize
   VK_CHECK(H5, H5Dwrite(d, type, ms, fs, dxpl, data ? data : static_cast<const void*>(&n)));
 }
 
+// Every dataset of the log cut to `rows` steps and `eval_rows` evaluations,
+// then flushed. Collective.
+void truncate_rows(hid_t file, hsize_t rows, hsize_t eval_rows) {
+  for (const char* n : {"/step_seconds", "/step_wall_seconds", "/cpu_user_seconds", "/cpu_system_seconds",
+                        "/metrics/step", "/metrics/epoch", "/metrics/samples_seen",
+                        "/metrics/samples_trained", "/metrics/teacher_forwards", "/metrics/loss",
+                        "/metrics/lr", "/metrics/kept_fraction", "/metrics/images_per_second",
+                        "/eval/step", "/eval/epoch", "/eval/test_top1"}) {
+    H5Obj d(VK_CHECK(H5, H5Dopen2(file, n, H5P_DEFAULT)));
+    H5Obj s(VK_CHECK(H5, H5Dget_space(d)));
+    std::vector<hsize_t> dims(VK_CHECK(H5, H5Sget_simple_extent_ndims(s)));
+    VK_CHECK(H5, H5Sget_simple_extent_dims(s, dims.data(), nullptr));
+    dims[0] = std::string(n).rfind("/eval/", 0) == 0 ? eval_rows : rows;
+    VK_CHECK(H5, H5Dset_extent(d, dims.data()));
+  }
+  VK_CHECK(H5, H5Fflush(file, H5F_SCOPE_GLOBAL));
+}
+
 }  // namespace
 
 TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t flush_every,
@@ -114,6 +132,11 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
       file_ = h5_open_parallel(path, true);
       written_ = rows[0];
       evals_written_ = rows[1];
+      // Drop the rows after the checkpoint now, and flush: shrinking a chunked
+      // dataset rewrites its last chunk through HDF5's chunk cache, and a
+      // cached chunk flushed after the next collective write would put the
+      // old rows back over the new ones.
+      truncate_rows(file_, written_, evals_written_);
       cpu_times(&last_user_, &last_sys_);
       return;
     }
