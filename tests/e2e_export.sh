@@ -66,4 +66,5 @@ case_non_checkpoint_is_refused() {
   expect_error 2 "not a vitkd checkpoint" "$VITKD" export "$SETUP/syn.h5" --out bad
 }
 
+PYTHON_MODULES=(h5py numpy torch)
 e2e_main "$@"

@@ -82,4 +82,5 @@ case_wrong_class_count_is_refused() {
   [ "$(grep -c '^vitkd: error:' last.log)" -eq 1 ] || fail "not exactly one error line"
 }
 
+PYTHON_MODULES=(h5py numpy torch)
 e2e_main "$@"

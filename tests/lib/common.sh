@@ -141,6 +141,23 @@ h5_attr() { "$PYTHON" -c 'import h5py, sys; print(int(h5py.File(sys.argv[1], "r"
 # cmp_ckpt A B [--exact | --rtol R]: tests/tools/compare_checkpoints.py
 cmp_ckpt() { "$PYTHON" "$SRC/tests/tools/compare_checkpoints.py" "$@"; }
 
+# The Python modules the checks of a script use (a script may set its own
+# list before e2e_main, e.g. with torch).
+PYTHON_MODULES=(h5py numpy)
+# require_python_modules MODULE ...: exits with 77, which CTest reports as a
+# skip (SKIP_RETURN_CODE), naming what is missing, unless $PYTHON imports each.
+require_python_modules() {
+  local m missing=()
+  for m in "$@"; do
+    "$PYTHON" -c "import $m" 2> /dev/null || missing+=("$m")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "SKIP: $PYTHON lacks the Python module(s) ${missing[*]} this test checks with" \
+      "(Debian: python3-<module>; Spack: py-<module>)"
+    exit 77
+  fi
+}
+
 # The dispatcher (see the top of this file).
 e2e_main() {
   if [ "${1-}" = --list ]; then
@@ -155,6 +172,7 @@ e2e_main() {
   done
   [ $known = 1 ] || fail "no case '$CASE' in $0 (--list shows them)"
   : "${VITKD:?}" "${SRC:?}" "${PYTHON:?}" "${MPIEXEC:?}" "${MPIEXEC_NUMPROC_FLAG:?}"
+  require_python_modules "${PYTHON_MODULES[@]}"
   WORK=$ROOT/$CASE
   rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
   "case_$CASE"
