@@ -179,7 +179,7 @@ case_teacher_of_other_image_size_is_refused() {
     --set run.mode=distill --set teacher.checkpoint="$SETUP/t5/checkpoint.h5"
 }
 case_teacher_weights_of_other_shape_are_refused() {
-  refused "'/model/head.weight' is float32 [5,32], but the model expects float" \
+  refused "'/model/head.weight' is float32 [5,32], but the model expects float32 [4,32]" \
     --set run.mode=distill --set teacher.checkpoint="$SETUP/t5_relabel.h5"
 }
 case_unwritable_out_dir_is_refused() {

@@ -154,8 +154,8 @@ class NcclCommunicator final : public Communicator {
     const int id = acquire_slot();
     VK_CHECK(CUDA, cudaEventRecord(slots_[static_cast<size_t>(id)].done, stream_));
 
-    // Ring volume: (P-1)/P of the bucket's bytes.
-    bytes_sent_ += static_cast<int64_t>(P - 1) * total * static_cast<int64_t>(sizeof(float)) / P;
+    // The bytes handed to NCCL: the bucket's fp32 elements, over the P calls.
+    bytes_sent_ += total * static_cast<int64_t>(sizeof(float));
     return id;
   }
 
@@ -177,7 +177,6 @@ class NcclCommunicator final : public Communicator {
 
   void all_gather(float* buf, int64_t count) override {
     const World& w = world();
-    const int P = w.size;
     if (count < 0) internal_error("negative count in all_gather");
     if (count == 0) return;
     order_after_compute();
@@ -185,7 +184,7 @@ class NcclCommunicator final : public Communicator {
     VK_CHECK(NCCL, ncclAllGather(buf + static_cast<int64_t>(w.rank) * count, buf,
                                  static_cast<size_t>(count), ncclFloat32, comm_, stream_));
     VK_CHECK(CUDA, cudaStreamSynchronize(stream_));
-    bytes_sent_ += static_cast<int64_t>(P - 1) * count * static_cast<int64_t>(sizeof(float));
+    bytes_sent_ += count * static_cast<int64_t>(sizeof(float));  // the send count handed to NCCL
   }
 
  private:

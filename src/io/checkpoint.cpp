@@ -52,7 +52,7 @@ void check_model_datasets(hid_t f, const std::string& path, ViT& model) {
     auto info = h5_dataset_info(f, d);
     if (info.dims != p.value().sizes().vec() || info.type_class != H5T_FLOAT)
       throw UserError(path + ": dataset '" + d + "' is " + info.describe() +
-                      ", but the model expects float " +
+                      ", but the model expects " +
                       H5DatasetInfo{p.value().sizes().vec(), H5T_FLOAT, 4, true}.describe() +
                       "; the checkpoint is from another model shape");
   }

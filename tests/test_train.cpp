@@ -1,0 +1,95 @@
+// The training job's own decisions, in-process at one rank: which checkpoint
+// a run resumes from (train/resume.hpp: choose_resume) and what it does with
+// a schedule that is shorter, equal or longer (check_resumed_schedule).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+
+#include "fixtures.hpp"
+#include "io/checkpoint.hpp"
+#include "optim/flat_params.hpp"
+#include "train/resume.hpp"
+#include "util/error.hpp"
+
+using namespace vitkd;
+using vitkd::test::Spec;
+using vitkd::test::TempDir;
+
+namespace {
+
+// A training checkpoint of `model` at `step` in `dir`, published as checkpoint.h5.
+void write_step(const std::string& dir, ViT& model, int64_t step) {
+  FlatParams flat(*model, 1);
+  std::vector<float> m(flat.padded, 0.5f), v(flat.padded, 0.25f);
+  CheckpointInfo info;
+  info.spec = Spec::tiny();
+  info.step = step;
+  info.mode = "teacher";
+  TrainState st;
+  st.global_batch = 8;
+  st.complete = false;
+  save_training_checkpoint(checkpoint_step_path(dir, step), model, info, st,
+                           OptimizerShard{flat.numel, flat.padded, flat.shard(0), m.data(), v.data(), step});
+  publish_checkpoint(dir, checkpoint_step_path(dir, step), 3);
+}
+
+std::string user_error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(ResumeChoice, AutoTakesTheNewestUsableCheckpointAndFallsBackPastABrokenOne) {
+  TempDir tmp;
+  ASSERT_TRUE(tmp.ok());
+  torch::manual_seed(3);
+  ViT model(Spec::tiny());
+  write_step(tmp.path(), model, 10);
+  write_step(tmp.path(), model, 20);
+  FlatParams flat(*model, 1);
+  Config cfg;
+  cfg.run_out_dir = tmp.path();
+  cfg.checkpoint_resume = "auto";
+  EXPECT_EQ(choose_resume(cfg, model, flat.numel), tmp / "checkpoint.h5");
+  // checkpoint.h5 and its step file (one inode) cut short: the step-10 file.
+  ASSERT_EQ(truncate(checkpoint_step_path(tmp.path(), 20).c_str(), 100), 0);
+  EXPECT_EQ(choose_resume(cfg, model, flat.numel), checkpoint_step_path(tmp.path(), 10));
+  cfg.checkpoint_resume = "never";
+  EXPECT_EQ(choose_resume(cfg, model, flat.numel), "");
+  // An explicit path is used as it is, or is an error: no fallback.
+  cfg.checkpoint_resume = checkpoint_step_path(tmp.path(), 20);
+  EXPECT_NE(user_error_of([&] { choose_resume(cfg, model, flat.numel); }).find("checkpoint.resume: "),
+            std::string::npos);
+  // A model of another shape cannot resume from them at all.
+  ViT other(Spec::tiny().dim(8));
+  FlatParams other_flat(*other, 1);
+  cfg.checkpoint_resume = "auto";
+  EXPECT_NE(user_error_of([&] { choose_resume(cfg, other, other_flat.numel); }).find("none can be resumed"),
+            std::string::npos);
+}
+
+TEST(ResumedSchedule, EqualIsFinishedLongerExtendsShorterIsAnErrorNamingTheStep) {
+  Config cfg;
+  TrainPlan plan;
+  plan.total_steps = 20;
+  plan.total_samples = 20 * 8;
+  RunState st;
+  st.step = 20;
+  st.complete = true;
+  EXPECT_EQ(check_resumed_schedule("c.h5", cfg, plan, st), ResumedSchedule::Finished);
+  plan.total_steps = 30;
+  EXPECT_EQ(check_resumed_schedule("c.h5", cfg, plan, st), ResumedSchedule::Extended);
+  EXPECT_FALSE(st.complete) << "an extended run must not be marked complete";
+  EXPECT_EQ(check_resumed_schedule("c.h5", cfg, plan, st), ResumedSchedule::Continue);
+  plan.total_steps = 12;
+  const std::string e = user_error_of([&] { check_resumed_schedule("c.h5", cfg, plan, st); });
+  EXPECT_NE(e.find("c.h5 is at step 20, beyond this schedule of 12 steps"), std::string::npos) << e;
+}
