@@ -111,18 +111,46 @@ def parse_args(argv=None):
     p.add_argument("--loss-rtol", type=float, default=0.01)
     p.add_argument("--param-rtol", type=float, required=True)
     p.add_argument("--perturb", default="", help="parameter to perturb (to see the check fail)")
+    p.add_argument("--resync-every", type=int, default=0,
+                   help="K > 0: every K steps load vitkd's weights and AdamW moments from "
+                        "RUN/checkpoint-step<s, 8 digits>.h5 (checkpoint.every_steps = K, keep all), so "
+                        "the comparison measures at most K steps of drift")
+    p.add_argument("--free-running", action="store_true",
+                   help="with --resync-every: also train without resynchronising and report "
+                        "(not check) how far the two free-running trajectories drift")
+    p.add_argument("--sensitivity", type=float, default=0.0,
+                   help="also train the reference a second time with one weight moved by this "
+                        "much and report how far the two references drift (rounding sensitivity)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default="", help="JSON summary")
     return p.parse_args(argv)
 
 
-def main(argv=None):
-    a = parse_args(argv)
-    torch.set_num_threads(a.threads)
-    x_all, y_all = base.load_split(a.data, "train")
+def load_vitkd_state(path, model, opt, named):
+    """Weights and AdamW moments of vitkd checkpoint `path` into the reference
+    (vitkd's flat buffers hold the parameters in registration order, the
+    order of named_parameters() here)."""
+    with h5py.File(path, "r") as f:
+        step = int(f.attrs["step"])
+        m, v = f["optimizer/m"][()], f["optimizer/v"][()]
+        with torch.no_grad():
+            off = 0
+            for nm, p in named:
+                p.copy_(torch.from_numpy(f["model"][nm][()]))
+                k = p.numel()
+                opt.state[p] = {"step": torch.tensor(float(step)),
+                                "exp_avg": torch.from_numpy(m[off:off + k].copy()).view_as(p),
+                                "exp_avg_sq": torch.from_numpy(v[off:off + k].copy()).view_as(p)}
+                off += k
+    return step
+
+
+def train_reference(a, x_all, y_all, perturb_name="", perturb_size=0.0, resync_every=0):
+    """Per-step losses and lrs, and the final named parameters. resync_every K:
+    every K steps the weights and moments are replaced by vitkd's
+    (RUN/checkpoint-step<s, 8 digits>.h5), so the losses measure K steps of drift at most."""
     n = x_all.shape[0]
     g = a.batch_size
-
     model = vitkd_model.load_checkpoint(a.init).train()
     with h5py.File(a.init, "r") as f:
         decay_scope = attr_str(f.attrs, "model_decay", "matrices")
@@ -130,8 +158,8 @@ def main(argv=None):
     with torch.no_grad():
         for p in model.parameters():
             p.masked_fill_(p.abs() < 1e-20, 0.0)  # the 1e-30 step on zero biases
-        if a.perturb:
-            dict(model.named_parameters())[a.perturb].view(-1)[0] += 1e-2
+        if perturb_name:
+            dict(model.named_parameters())[perturb_name].view(-1)[0] += perturb_size
 
     named = list(model.named_parameters())
     if decay_scope == "all":
@@ -147,7 +175,9 @@ def main(argv=None):
     warmup_samples = float(a.warmup_steps) * g
     seen = 0
     losses, lrs = [], []
-    for idx in vitkd_batches(n, g, a.seed, a.steps):
+    for s, idx in enumerate(vitkd_batches(n, g, a.seed, a.steps)):
+        if resync_every and s > 0 and s % resync_every == 0:
+            assert load_vitkd_state(os.path.join(a.run, f"checkpoint-step{s:08d}.h5"), model, opt, named) == s
         seen += idx.numel()
         lr = base.schedule_lr(seen, warmup_samples, total_samples, a.lr, a.min_lr)
         for grp in opt.param_groups:
@@ -160,6 +190,20 @@ def main(argv=None):
         opt.step()
         losses.append(float(loss))
         lrs.append(lr)
+    return losses, lrs, named, decay_scope
+
+
+def first_above(rel, tol):
+    i = np.nonzero(rel > tol)[0]
+    return int(i[0]) + 1 if len(i) else None
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    torch.set_num_threads(a.threads)
+    x_all, y_all = base.load_split(a.data, "train")
+    losses, lrs, named, decay_scope = train_reference(
+        a, x_all, y_all, a.perturb, 1e-2 if a.perturb else 0.0, a.resync_every)
 
     with h5py.File(os.path.join(a.run, "timing.h5"), "r") as f:
         v_steps = f["metrics/step"][()] if "metrics/step" in f else None
@@ -202,7 +246,7 @@ def main(argv=None):
                      f"(worst tensor {worst[0]}: {worst[1]:.3e})")
 
     summary = {
-        "steps": a.steps, "decay": decay_scope,
+        "steps": a.steps, "decay": decay_scope, "resync_every": a.resync_every,
         "loss_first": [float(v_loss[0]), losses[0]] if m else None,
         "loss_last": [float(v_loss[m - 1]), losses[m - 1]] if m else None,
         "loss_max_rel_diff": float(rel.max()) if m else None,
@@ -211,11 +255,28 @@ def main(argv=None):
         "param_rel_l2": param_rel, "param_worst_tensor": worst[0], "param_worst_rel_l2": worst[1],
         "loss_rtol": a.loss_rtol, "param_rtol": a.param_rtol, "ok": not fails,
     }
+    extra = {}
+    if a.free_running and a.resync_every:
+        free, _, _, _ = train_reference(a, x_all, y_all)
+        r = np.abs(v_loss[:m] - np.asarray(free[:m])) / np.abs(np.asarray(free[:m]))
+        summary["free_running_loss_max_rel_diff"] = float(r.max())
+        summary["free_running_first_step_above_1e-3"] = first_above(r, 1e-3)
+        summary["free_running_first_step_above_loss_rtol"] = first_above(r, a.loss_rtol)
+        extra["loss_reference_free_running"] = free[:m]
+    if a.sensitivity:
+        other, _, _, _ = train_reference(a, x_all, y_all, "blocks.0.attn.qkv.weight", a.sensitivity)
+        base_run = extra.get("loss_reference_free_running", losses) if a.resync_every else losses
+        r = np.abs(np.asarray(other[:m]) - np.asarray(base_run[:m])) / np.abs(np.asarray(base_run[:m]))
+        summary["sensitivity_perturbation"] = a.sensitivity
+        summary["sensitivity_loss_max_rel_diff"] = float(r.max())
+        summary["sensitivity_first_step_above_1e-3"] = first_above(r, 1e-3)
+        summary["sensitivity_first_step_above_loss_rtol"] = first_above(r, a.loss_rtol)
+        extra["loss_reference_perturbed"] = other[:m]
     print(json.dumps(summary, indent=1))
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({**summary, "loss_vitkd": v_loss[:m].tolist(), "loss_reference": losses[:m]},
-                      f, indent=1)
+            json.dump({**summary, "loss_vitkd": v_loss[:m].tolist(), "loss_reference": losses[:m],
+                       **extra}, f, indent=1)
     if fails:
         print("reference training disagrees with vitkd:\n  " + "\n  ".join(fails), file=sys.stderr)
         return 1
