@@ -78,6 +78,23 @@ for variant in $VARIANTS; do
     --min-lr 1e-5 --warmup-steps "$WARMUP" --weight-decay 0.05 --grad-clip 1.0 --param-rtol "$rtol")
   "${ref[@]}" "${ref_extra[@]}" --out "$d/reference.json"
 
+  if [ "$variant" = torch ]; then
+    # The options are recorded in the checkpoint; one written before they
+    # existed (attributes removed here) reads as what vitkd did then.
+    "$VITKD" inspect "$d/init/checkpoint.h5" | grep -q "norm eps 1e-05, init torch, decay all"
+    cp "$d/init/checkpoint.h5" "$d/old.h5"
+    "$PYTHON" -c "import h5py, sys
+with h5py.File(sys.argv[1], 'a') as f:
+    for k in ('model_norm_eps', 'model_init', 'model_decay'): del f.attrs[k]" "$d/old.h5"
+    "$VITKD" inspect "$d/old.h5" > "$d/old.inspect"
+    grep -q "classes 4; " "$d/old.inspect"
+    if grep -q "init torch\|norm eps\|decay all" "$d/old.inspect"; then
+      echo "FAIL: a checkpoint without model_init/norm_eps/decay reads as non-default:" >&2
+      cat "$d/old.inspect" >&2
+      exit 1
+    fi
+  fi
+
   if [ "$variant" = default ] && [ "${BREAK:-1}" = 1 ]; then
     # The comparison must be able to fail: a wrong epsilon, then one weight off by 1e-2.
     if "${ref[@]}" --eps 1e-4 > "$d/broken_eps.log" 2>&1; then

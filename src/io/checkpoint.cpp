@@ -271,7 +271,7 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   CheckpointInfo info;
   for (const char* a : {"step", "epoch", "world_size", "mode", "config"}) need(a);
   // Fields added after format 1 shipped: a checkpoint without them has the
-  // defaults (the values every earlier vitkd used).
+  // values every earlier vitkd used (set below).
   auto added_later = [](const std::string& n) { return n == "norm_eps" || n == "init" || n == "decay"; };
 #define VITKD_NEED(type, name, def, meaning) \
   if (!added_later(#name)) need("model_" #name);
@@ -285,6 +285,10 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   if (h5_attr_exists(f, "test_top1")) info.test_top1 = h5_attr_double(f, "test_top1");
   info.has_state = h5_attr_exists(f, "has_state") && h5_attr_int(f, "has_state") != 0;
   ModelSpec& s = info.spec;
+  // What every vitkd before these attributes did, whatever the defaults are now.
+  s.norm_eps = 1e-6;
+  s.init = "trunc_normal";
+  s.decay = "matrices";
 #define VITKD_GET(type, name, def, meaning) \
   if (h5_attr_exists(f, "model_" #name)) get_attr(f, "model_" #name, s.name);
   VITKD_MODEL_SPEC_FIELDS(VITKD_GET)

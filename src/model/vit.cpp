@@ -48,6 +48,10 @@ std::string ModelSpec::describe() const {
   if (mlp_hidden() >= 0) o << mlp_hidden();
   else o << "ratio " << mlp_ratio;
   o << ", classes " << classes << (dist_token ? ", dist token" : "");
+  // The training options, where they differ from the defaults.
+  if (norm_eps != 1e-6) o << ", norm eps " << norm_eps;
+  if (init != "trunc_normal") o << ", init " << init;
+  if (decay != "matrices") o << ", decay " << decay;
   if (countable()) o << "; " << parameter_count() << " parameters";
   o << ")";
   return o.str();
