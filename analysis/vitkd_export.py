@@ -59,7 +59,8 @@ def load(export_dir):
                             patch=int(meta["patch"]), dim=int(meta["dim"]),
                             depth=int(meta["depth"]), heads=int(meta["heads"]),
                             mlp_ratio=float(meta["mlp_ratio"]), classes=int(meta["classes"]),
-                            dist_token=bool(meta["dist_token"]))
+                            dist_token=bool(meta["dist_token"]),
+                            norm_eps=float(meta.get("norm_eps", 1e-6)))
     path = os.path.join(export_dir, meta.get("weights", "weights.h5"))
     with h5py.File(path, "r") as f:
         if _str(f.attrs.get("format")) != FORMAT:

@@ -56,11 +56,11 @@ class Mlp(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, hidden):
+    def __init__(self, dim, heads, hidden, norm_eps=1e-6):
         super().__init__()
-        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
         self.attn = Attention(dim, heads)
-        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
         self.mlp = Mlp(dim, hidden)
 
     def forward(self, x):
@@ -76,7 +76,7 @@ class ViT(nn.Module):
     has_dist: torch.jit.Final[bool]
 
     def __init__(self, image_size, channels, patch, dim, depth, heads, mlp_ratio, classes,
-                 dist_token=False):
+                 dist_token=False, norm_eps=1e-6):
         super().__init__()
         n = (image_size // patch) ** 2
         tokens = n + 1 + (1 if dist_token else 0)
@@ -87,8 +87,8 @@ class ViT(nn.Module):
         if dist_token:
             self.dist_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, tokens, dim))
-        self.blocks = nn.ModuleList([Block(dim, heads, hidden) for _ in range(depth)])
-        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.blocks = nn.ModuleList([Block(dim, heads, hidden, norm_eps) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim, eps=norm_eps)
         self.head = nn.Linear(dim, classes)
         if dist_token:
             self.head_dist = nn.Linear(dim, classes)
@@ -121,6 +121,8 @@ def spec_of(h5file):
     spec = {k: (float(a["model_" + k]) if k == "mlp_ratio" else int(a["model_" + k]))
             for k in SPEC_KEYS}
     spec["dist_token"] = bool(int(a["model_dist_token"]))
+    # model.norm_eps (vitkd checkpoints before it have 1e-6)
+    spec["norm_eps"] = float(a["model_norm_eps"]) if "model_norm_eps" in a else 1e-6
     return spec
 
 

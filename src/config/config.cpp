@@ -254,6 +254,8 @@ void validate_config(const Config& c, const std::string& origin) {
   one_of("dist.sharding", c.dist_sharding, {"zero1", "none"});
   one_of("sift.criterion", c.sift_criterion, {"ce", "kd"});
   one_of("sift.scope", c.sift_scope, {"sample", "teacher"});
+  one_of("model.init", c.model_init, {"trunc_normal", "torch"});
+  one_of("model.decay", c.model_decay, {"matrices", "all"});
   if (c.sift_enabled && c.sift_scope == "teacher" && c.sift_criterion != "ce")
     bad("sift.scope", "\"teacher\" ranks samples before the teacher runs, so it needs "
                       "sift.criterion = \"ce\" (got \"" + c.sift_criterion + "\")");
@@ -283,6 +285,8 @@ void validate_config(const Config& c, const std::string& origin) {
                            std::to_string(c.model_dim) + "; choose heads so that dim % heads == 0");
   if (!(c.model_mlp_ratio > 0)) bad("model.mlp_ratio", "must be > 0");
   if (c.model_classes < 2) bad("model.classes", "must be at least 2");
+  if (!(c.model_norm_eps > 0 && c.model_norm_eps < 1))
+    bad("model.norm_eps", "must be in (0, 1), got " + std::to_string(c.model_norm_eps));
   if (c.run_mode == "distill" && c.teacher_checkpoint.empty() && c.teacher_torchscript.empty())
     throw UserError(origin + ": run.mode = \"distill\" needs a teacher; set teacher.checkpoint to a vitkd "
                     "checkpoint.h5 or teacher.torchscript to a torch.jit.save file (exactly one)");

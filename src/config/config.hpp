@@ -32,6 +32,9 @@ namespace vitkd {
   X(model, mlp_ratio, double, 4.0, "MLP hidden width / dim")                               \
   X(model, classes, int64_t, 10, "number of classes")                                      \
   X(model, dist_token, bool, false, "add DeiT's distillation token and head")               \
+  X(model, norm_eps, double, 1e-6, "LayerNorm epsilon (PyTorch's nn.LayerNorm default is 1e-5)") \
+  X(model, init, std::string, "trunc_normal", "\"trunc_normal\" (normal(0, 0.02) clipped at +-0.04) or \"torch\" (PyTorch's module defaults)") \
+  X(model, decay, std::string, "matrices", "AdamW weight decay on \"matrices\" (not biases, norms, tokens, pos_embed) or \"all\" parameters") \
   X(teacher, checkpoint, std::string, "", "vitkd checkpoint of the teacher (distill mode)") \
   X(teacher, torchscript, std::string, "", "or a torch.jit.save file: normalized float [N,C,H,W] -> logits [N,K]") \
   X(distill, kind, std::string, "soft", "\"soft\" (KL) or \"hard\" (teacher argmax)")      \

@@ -94,7 +94,9 @@ namespace {
 void put_attr(hid_t f, const std::string& n, int64_t v) { h5_attr_write(f, n, v); }
 void put_attr(hid_t f, const std::string& n, double v) { h5_attr_write(f, n, v); }
 void put_attr(hid_t f, const std::string& n, bool v) { h5_attr_write(f, n, int64_t(v)); }
+void put_attr(hid_t f, const std::string& n, const std::string& v) { h5_attr_write(f, n, v); }
 void get_attr(hid_t f, const std::string& n, int64_t& v) { v = h5_attr_int(f, n); }
+void get_attr(hid_t f, const std::string& n, std::string& v) { v = h5_attr_string(f, n); }
 void get_attr(hid_t f, const std::string& n, double& v) { v = h5_attr_double(f, n); }
 void get_attr(hid_t f, const std::string& n, bool& v) { v = h5_attr_int(f, n) != 0; }
 }  // namespace
@@ -268,7 +270,11 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   h5_require_format(f, path, kCheckpointH5);
   CheckpointInfo info;
   for (const char* a : {"step", "epoch", "world_size", "mode", "config"}) need(a);
-#define VITKD_NEED(type, name, def, meaning) need("model_" #name);
+  // Fields added after format 1 shipped: a checkpoint without them has the
+  // values every earlier vitkd used (set below).
+  auto added_later = [](const std::string& n) { return n == "norm_eps" || n == "init" || n == "decay"; };
+#define VITKD_NEED(type, name, def, meaning) \
+  if (!added_later(#name)) need("model_" #name);
   VITKD_MODEL_SPEC_FIELDS(VITKD_NEED)
 #undef VITKD_NEED
   info.step = h5_attr_int(f, "step");
@@ -279,7 +285,12 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   if (h5_attr_exists(f, "test_top1")) info.test_top1 = h5_attr_double(f, "test_top1");
   info.has_state = h5_attr_exists(f, "has_state") && h5_attr_int(f, "has_state") != 0;
   ModelSpec& s = info.spec;
-#define VITKD_GET(type, name, def, meaning) get_attr(f, "model_" #name, s.name);
+  // What every vitkd before these attributes did, whatever the defaults are now.
+  s.norm_eps = 1e-6;
+  s.init = "trunc_normal";
+  s.decay = "matrices";
+#define VITKD_GET(type, name, def, meaning) \
+  if (h5_attr_exists(f, "model_" #name)) get_attr(f, "model_" #name, s.name);
   VITKD_MODEL_SPEC_FIELDS(VITKD_GET)
 #undef VITKD_GET
   if (s.image_size < 1 || s.channels < 1 || s.patch < 1 || s.image_size % s.patch != 0 ||

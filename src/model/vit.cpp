@@ -2,6 +2,8 @@
 
 #include "model/gelu.hpp"
 
+#include <cmath>
+#include <cstring>
 #include <sstream>
 
 namespace vitkd {
@@ -46,6 +48,10 @@ std::string ModelSpec::describe() const {
   if (mlp_hidden() >= 0) o << mlp_hidden();
   else o << "ratio " << mlp_ratio;
   o << ", classes " << classes << (dist_token ? ", dist token" : "");
+  // The training options, where they differ from the defaults.
+  if (norm_eps != 1e-6) o << ", norm eps " << norm_eps;
+  if (init != "trunc_normal") o << ", init " << init;
+  if (decay != "matrices") o << ", decay " << decay;
   if (countable()) o << "; " << parameter_count() << " parameters";
   o << ")";
   return o.str();
@@ -125,10 +131,10 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   return fc2(vitkd::bias_gelu(torch::linear(x, fc1->weight), fc1->bias));
 }
 
-BlockImpl::BlockImpl(int64_t dim, int64_t heads, int64_t hidden) {
-  norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(1e-6)));
+BlockImpl::BlockImpl(int64_t dim, int64_t heads, int64_t hidden, double norm_eps) {
+  norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(norm_eps)));
   attn = register_module("attn", Attention(dim, heads));
-  norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(1e-6)));
+  norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(norm_eps)));
   mlp = register_module("mlp", Mlp(dim, hidden));
 }
 
@@ -144,8 +150,8 @@ ViTImpl::ViTImpl(const ModelSpec& s) : spec(s) {
   if (s.dist_token) dist_token = register_parameter("dist_token", torch::zeros({1, 1, D}));
   pos_embed = register_parameter("pos_embed", torch::zeros({1, s.tokens(), D}));
   blocks = register_module("blocks", torch::nn::ModuleList());
-  for (int64_t i = 0; i < s.depth; ++i) blocks->push_back(Block(D, s.heads, s.mlp_hidden()));
-  norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D}).eps(1e-6)));
+  for (int64_t i = 0; i < s.depth; ++i) blocks->push_back(Block(D, s.heads, s.mlp_hidden(), s.norm_eps));
+  norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D}).eps(s.norm_eps)));
   head = register_module("head", torch::nn::Linear(D, s.classes));
   if (s.dist_token) head_dist = register_module("head_dist", torch::nn::Linear(D, s.classes));
   reset_parameters();
@@ -153,6 +159,39 @@ ViTImpl::ViTImpl(const ModelSpec& s) : spec(s) {
 
 void ViTImpl::reset_parameters() {
   torch::NoGradGuard ng;
+  auto ends_with = [](const std::string& n, const char* suf) {
+    const size_t k = std::strlen(suf);
+    return n.size() >= k && n.compare(n.size() - k, k, suf) == 0;
+  };
+  if (spec.init == "torch") {
+    for (auto& p : named_parameters()) {
+      auto t = p.value();
+      const std::string& n = p.key();
+      if (n.find("norm") != std::string::npos) {
+        if (ends_with(n, ".bias")) t.zero_();
+        else t.fill_(1.0);
+      } else if (ends_with(n, "cls_token") || ends_with(n, "dist_token")) {
+        t.zero_();
+      } else if (ends_with(n, "pos_embed")) {
+        t.normal_(0.0, 0.02);
+      } else if (ends_with(n, "attn.qkv.weight")) {
+        // nn.MultiheadAttention's in_proj_weight: xavier_uniform over [3D, D].
+        const double a = std::sqrt(6.0 / double(t.size(0) + t.size(1)));
+        t.uniform_(-a, a);
+      } else if (ends_with(n, "attn.qkv.bias") || ends_with(n, "attn.proj.bias")) {
+        t.zero_();  // in_proj_bias and out_proj.bias
+      } else {
+        // nn.Linear (and Conv2d) defaults: kaiming_uniform(a = sqrt(5)) gives
+        // U(+-1/sqrt(fan_in)) for the weight, and the bias U(+-1/sqrt(fan_in)).
+        const bool bias = ends_with(n, ".bias");
+        const std::string wname = bias ? n.substr(0, n.size() - 5) + ".weight" : n;
+        const int64_t fan_in = bias ? named_parameters()[wname].size(1) : t.size(1);
+        const double a = 1.0 / std::sqrt(double(fan_in));
+        t.uniform_(-a, a);
+      }
+    }
+    return;
+  }
   auto trunc_normal = [](torch::Tensor& t) {
     t.normal_(0.0, 0.02).clamp_(-0.04, 0.04);
   };
@@ -160,11 +199,13 @@ void ViTImpl::reset_parameters() {
     auto t = p.value();
     const std::string& n = p.key();
     const bool is_norm = n.find("norm") != std::string::npos;
-    if (n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0) t.zero_();
+    if (ends_with(n, ".bias")) t.zero_();
     else if (is_norm) t.fill_(1.0);
     else trunc_normal(t);
   }
 }
+
+DecayScope ViTImpl::decay_scope() const { return parse_decay_scope(spec.decay); }
 
 ViTOutput ViTImpl::forward(const torch::Tensor& images, bool all_tokens) {
   const int64_t B = images.size(0);

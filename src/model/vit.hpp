@@ -11,6 +11,8 @@
 // Token order is [cls, dist, patches] (DeiT); T = 1 (+1) + (S/p)^2.
 #include <torch/torch.h>
 
+#include "optim/flat_params.hpp"
+
 #include <cstdint>
 #include <string>
 
@@ -29,9 +31,15 @@ namespace vitkd {
   X(int64_t, heads, 3, "attention heads; divide D")                       \
   X(double, mlp_ratio, 4.0, "MLP hidden width M = round(D * mlp_ratio)")  \
   X(int64_t, classes, 10, "classes K")                                    \
-  X(bool, dist_token, false, "DeiT distillation token and head")
+  X(bool, dist_token, false, "DeiT distillation token and head")           \
+  X(double, norm_eps, 1e-6, "LayerNorm epsilon (PyTorch's default: 1e-5)")  \
+  X(std::string, init, "trunc_normal", "initialisation: trunc_normal or torch") \
+  X(std::string, decay, "matrices", "AdamW weight decay on: matrices or all")
 
 /// Architecture of one ViT. Sizes in pixels / features (VITKD_MODEL_SPEC_FIELDS).
+/// Besides the shape it records how the weights start (init) and which of them
+/// take weight decay (decay; the model says it, as timm's no_weight_decay()
+/// does, and FlatParams asks it through DecayScoped).
 struct ModelSpec {
 #define VITKD_SPEC_MEMBER(type, name, def, meaning) type name = def;
   VITKD_MODEL_SPEC_FIELDS(VITKD_SPEC_MEMBER)
@@ -100,7 +108,7 @@ struct MlpImpl : torch::nn::Module {
 TORCH_MODULE(Mlp);
 
 struct BlockImpl : torch::nn::Module {
-  BlockImpl(int64_t dim, int64_t heads, int64_t hidden);
+  BlockImpl(int64_t dim, int64_t heads, int64_t hidden, double norm_eps = 1e-6);
   /// Pre-norm residual block, [B,T,D] -> [B,T,D], or [B,Q,D] for the first
   /// queries = Q > 0 tokens only (see AttentionImpl::forward).
   torch::Tensor forward(const torch::Tensor& x, int64_t queries = 0);
@@ -110,15 +118,24 @@ struct BlockImpl : torch::nn::Module {
 };
 TORCH_MODULE(Block);
 
-struct ViTImpl : torch::nn::Module {
+struct ViTImpl : torch::nn::Module, DecayScoped {
   explicit ViTImpl(const ModelSpec& spec);
   /// images [B,C,H,W] float. The last block runs only the head tokens' rows;
   /// all_tokens = true runs it on every token (the same logits, more work; the
   /// reference the tests compare the short path with).
   ViTOutput forward(const torch::Tensor& images, bool all_tokens = false);
-  /// Normal(0, 0.02) weights clipped to +-2 sigma, zero biases, unit norms; deterministic
-  /// given torch's global generator.
+  /// spec.init = "trunc_normal": normal(0, 0.02) clipped to +-2 sigma for every
+  /// weight, the tokens and the position embedding; zero biases; unit norms.
+  /// spec.init = "torch": what a plain PyTorch ViT gets from its modules'
+  /// defaults (nn.Linear, a Conv2d patch embedding, nn.MultiheadAttention):
+  /// Linear weights kaiming_uniform(a = sqrt(5)), i.e. U(+-1/sqrt(fan_in)), and
+  /// biases U(+-1/sqrt(fan_in)) (patch projection: fan_in = C*p*p, as Conv2d);
+  /// attention's qkv weight xavier_uniform with zero qkv and proj biases
+  /// (nn.MultiheadAttention's in_proj and out_proj); position embedding
+  /// normal(0, 0.02); class and distillation tokens zero; unit norms.
+  /// Deterministic given torch's global generator.
   void reset_parameters();
+  DecayScope decay_scope() const override;
 
   ModelSpec spec;
   PatchEmbed patch_embed{nullptr};

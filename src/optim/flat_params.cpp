@@ -1,8 +1,17 @@
 #include "optim/flat_params.hpp"
 
+#include <stdexcept>
+
 namespace vitkd {
 
-bool decays(const std::string& name, int64_t ndim) {
+DecayScope parse_decay_scope(const std::string& s) {
+  if (s == "matrices") return DecayScope::Matrices;
+  if (s == "all") return DecayScope::All;
+  throw std::invalid_argument("weight decay scope \"" + s + "\": expected \"matrices\" or \"all\"");
+}
+
+bool decays(const std::string& name, int64_t ndim, DecayScope scope) {
+  if (scope == DecayScope::All) return true;
   auto ends_with = [&](const char* s) {
     const std::string suf(s);
     return name.size() >= suf.size() && name.compare(name.size() - suf.size(), suf.size(), suf) == 0;
@@ -13,6 +22,8 @@ bool decays(const std::string& name, int64_t ndim) {
 
 FlatParams::FlatParams(torch::nn::Module& module, int world, int64_t align) : world_size(world) {
   torch::NoGradGuard ng;
+  const auto* scoped = dynamic_cast<const DecayScoped*>(&module);
+  const DecayScope scope = scoped ? scoped->decay_scope() : DecayScope::Matrices;
   auto named = module.named_parameters(/*recurse=*/true);
   for (const auto& p : named) {
     ParamSlot s;
@@ -20,7 +31,7 @@ FlatParams::FlatParams(torch::nn::Module& module, int world, int64_t align) : wo
     s.offset = numel;
     s.numel = p.value().numel();
     s.shape = p.value().sizes().vec();
-    s.decay = decays(s.name, p.value().dim());
+    s.decay = decays(s.name, p.value().dim(), scope);
     numel += s.numel;
     slots.push_back(s);
   }

@@ -29,6 +29,23 @@ struct ParamSlot {
   bool decay = false;          ///< AdamW weight decay applies
 };
 
+/// Which parameters take AdamW weight decay.
+enum class DecayScope {
+  Matrices,  ///< >= 2-D weights except the tokens and the position embedding
+  All,       ///< every parameter (torch.optim.AdamW with one parameter group)
+};
+
+/// "matrices" -> Matrices, "all" -> All; anything else throws std::invalid_argument.
+DecayScope parse_decay_scope(const std::string& s);
+
+/// A module that says which of its parameters take weight decay (ViT does,
+/// from model.decay). FlatParams asks a module that is one; any other module
+/// gets DecayScope::Matrices.
+struct DecayScoped {
+  virtual ~DecayScoped() = default;
+  virtual DecayScope decay_scope() const = 0;
+};
+
 class FlatParams {
  public:
   /// Moves `module`'s parameters into the flat buffer (values preserved).
@@ -46,8 +63,9 @@ class FlatParams {
   void zero_grad() { grads.zero_(); }
 };
 
-/// Weight decay applies to matrices only: not to biases, norms, the class and
-/// distillation tokens or the position embedding (nor to padding).
-bool decays(const std::string& name, int64_t ndim);
+/// Whether parameter `name` with `ndim` dimensions takes weight decay. Matrices:
+/// not biases, norms, the class and distillation tokens or the position
+/// embedding. All: every parameter. Padding never does.
+bool decays(const std::string& name, int64_t ndim, DecayScope scope = DecayScope::Matrices);
 
 }  // namespace vitkd
