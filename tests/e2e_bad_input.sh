@@ -90,11 +90,9 @@ PY
 refused() {
   local message=$1
   shift
-  local envs=()
-  while [ $# -gt 0 ] && [[ $1 =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do
-    envs+=("$1")
-    shift
-  done
+  leading_envs "$@"
+  local envs=("${ENVS[@]}")
+  shift ${#envs[@]}
   cp -r "$SETUP/prev" prev
   local before
   before=$(cat prev/* | md5sum)

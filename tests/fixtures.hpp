@@ -8,6 +8,7 @@
 
 #include "comm/world.hpp"
 #include "model/vit.hpp"
+#include "util/error.hpp"
 
 namespace vitkd::test {
 
@@ -73,5 +74,16 @@ class TempDir {
   bool owner_;
   std::string path_;
 };
+
+/// The message of the UserError `fn` throws, or "" when it throws none.
+template <class Fn>
+std::string user_error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 }  // namespace vitkd::test

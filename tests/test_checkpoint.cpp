@@ -19,6 +19,7 @@ using namespace vitkd;
 using vitkd::test::odd_spec;
 using vitkd::test::Spec;
 using vitkd::test::TempDir;
+using vitkd::test::user_error_of;
 
 namespace {
 // Moments as a function of the global flat index (zero in the padding, as
@@ -58,15 +59,6 @@ CheckpointInfo some_info(const ModelSpec& s) {
   info.config = "[run]\nseed = 5\n";
   info.test_top1 = 0.625;
   return info;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 std::string slurp(const std::string& p) {
@@ -188,7 +180,7 @@ TEST(Checkpoint, WeightsOnlyAndForeignCheckpointsAreRefused) {
   ViT model(odd_spec());
   save_checkpoint(tmp / "weights.h5", model, some_info(odd_spec()));
   const int64_t numel = odd_spec().parameter_count();
-  auto e = error_of([&] { validate_training_checkpoint(tmp / "weights.h5", model, numel); });
+  auto e = user_error_of([&] { validate_training_checkpoint(tmp / "weights.h5", model, numel); });
   EXPECT_NE(e.find("holds weights only"), std::string::npos) << e;
   // The weights themselves load, bit for bit.
   ViT copy(odd_spec());
@@ -203,7 +195,7 @@ TEST(Checkpoint, WeightsOnlyAndForeignCheckpointsAreRefused) {
   save_training_checkpoint(tmp / "train.h5", model, some_info(odd_spec()), some_state(), os);
   const ModelSpec wider = Spec::tiny().dim(12).mlp_ratio(1.5);
   ViT w(wider);
-  e = error_of([&] { validate_training_checkpoint(tmp / "train.h5", w, wider.parameter_count()); });
+  e = user_error_of([&] { validate_training_checkpoint(tmp / "train.h5", w, wider.parameter_count()); });
   EXPECT_NE(e.find("another model shape"), std::string::npos) << e;
   EXPECT_NE(e.find(tmp / "train.h5"), std::string::npos) << e;
 }

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <functional>
 
 #include "fixtures.hpp"
 #include "io/checkpoint.hpp"
@@ -17,6 +16,7 @@
 using namespace vitkd;
 using vitkd::test::Spec;
 using vitkd::test::TempDir;
+using vitkd::test::user_error_of;
 
 namespace {
 
@@ -34,15 +34,6 @@ void write_step(const std::string& dir, ViT& model, int64_t step) {
   save_training_checkpoint(checkpoint_step_path(dir, step), model, info, st,
                            OptimizerShard{flat.numel, flat.padded, flat.shard(0), m.data(), v.data(), step});
   publish_checkpoint(dir, checkpoint_step_path(dir, step), 3);
-}
-
-std::string user_error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

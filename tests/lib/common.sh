@@ -18,17 +18,25 @@ if [ "${1-}" = --list ]; then : "${SRC:=}" "${VITKD:=}" "${PYTHON:=}"; fi
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# leading_envs ARG ...: sets the array ENVS to the leading NAME=VALUE
+# arguments (the caller then shifts them off with `shift ${#ENVS[@]}`).
+leading_envs() {
+  ENVS=()
+  while [ $# -gt 0 ] && [[ $1 =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do
+    ENVS+=("$1")
+    shift
+  done
+}
+
 # mpi_cmd N [NAME=VALUE ...] PROGRAM [ARG ...]: sets the array MPI_CMD to the
 # command line that starts PROGRAM on N ranks with NAME=VALUE in each rank's
 # environment: MPIEXEC NUMPROC_FLAG N PREFLAGS [env NAME=VALUE ...] PROGRAM POSTFLAGS ARG...
 mpi_cmd() {
   local n=$1
   shift
-  local envs=()
-  while [ $# -gt 0 ] && [[ $1 =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do
-    envs+=("$1")
-    shift
-  done
+  leading_envs "$@"
+  local envs=("${ENVS[@]}")
+  shift ${#envs[@]}
   local prog=$1
   shift
   # shellcheck disable=SC2206  # the flag variables are lists of words
@@ -48,11 +56,9 @@ mpi() {
 vk() {
   local n=$1
   shift
-  local envs=()
-  while [ $# -gt 0 ] && [[ $1 =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do
-    envs+=("$1")
-    shift
-  done
+  leading_envs "$@"
+  local envs=("${ENVS[@]}")
+  shift ${#envs[@]}
   mpi "$n" "${envs[@]}" "$VITKD" "$@"
 }
 
