@@ -1,6 +1,7 @@
 #include "data/loader.hpp"
 
 #include <algorithm>
+#include <exception>
 
 #include "io/h5.hpp"
 #include "util/error.hpp"
@@ -106,6 +107,12 @@ Loader::Loader(const DatasetMeta& meta, const LoaderOptions& opt) : meta_(meta),
 
 Loader::~Loader() {
   if (opt_.mpio) {
+    if (std::uncaught_exceptions() > 0) {  // the process is ending through die()
+      mpio_labels_.release();
+      mpio_images_.release();
+      mpio_file_.release();
+      return;
+    }
     H5Lock lock(h5_mutex());
     mpio_labels_.close();
     mpio_images_.close();

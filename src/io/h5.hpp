@@ -34,6 +34,9 @@ class H5Obj {
   operator hid_t() const { return id_; }
   bool valid() const { return id_ >= 0; }
   void close();  ///< closes now (checked); safe to call twice
+  /// Gives up ownership without closing (e.g. a collective file while an
+  /// error unwinds one rank alone: closing would wait for the others).
+  void release() { id_ = -1; }
  private:
   hid_t id_ = -1;
 };
