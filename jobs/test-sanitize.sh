@@ -17,9 +17,9 @@ bash jobs/setup.sh
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVITKD_SANITIZE=ON
-cmake --build build-asan -j "$(nproc)"
+cmake --build build-asan -j "$(nproc --all)"
 t1=$(date +%s)
 echo "test-sanitize.sh: set-up and build took $((t1 - t0)) s"
 source jobs/env.sh
-ctest --test-dir build-asan --output-on-failure -j "$(nproc)" --timeout 1800
+ctest --test-dir build-asan --output-on-failure -j "$(nproc --all)" --timeout 1800
 echo "test-sanitize.sh: tests took $(( $(date +%s) - t1 )) s"
