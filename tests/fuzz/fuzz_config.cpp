@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "util/strings.hpp"
 #include "fuzz_common.hpp"
 
 using namespace vitkd;
