@@ -1,6 +1,28 @@
-# Decides whether the NCCL backend is built (VITKD_WITH_NCCL = AUTO | ON | OFF)
-# and provides the imported target vitkd::nccl (NCCL + CUDA runtime).
+# Decides what vitkd builds for GPUs:
+#  * VITKD_HAVE_CUDART: the CUDA runtime calls of src/comm/cuda_runtime.cpp
+#    (device count, device choice), when the CUDA toolkit is found
+#    (VITKD_WITH_CUDA = AUTO | ON | OFF);
+#  * VITKD_HAVE_NCCL: the NCCL backend, target vitkd::nccl (NCCL + CUDA
+#    runtime) (VITKD_WITH_NCCL = AUTO | ON | OFF);
+#  * VITKD_TORCH_CUDA: whether the LibTorch found has CUDA (decided in the
+#    top-level CMakeLists.txt from the Torch package).
 set(VITKD_HAVE_NCCL FALSE)
+set(VITKD_HAVE_CUDART FALSE)
+string(TOUPPER "${VITKD_WITH_CUDA}" _cuda_mode)
+if(NOT _cuda_mode MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "VITKD_WITH_CUDA must be AUTO, ON or OFF, not '${VITKD_WITH_CUDA}'")
+endif()
+if(NOT _cuda_mode STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    set(VITKD_HAVE_CUDART TRUE)
+    message(STATUS "CUDA runtime: ${CUDAToolkit_VERSION} (${CUDAToolkit_LIBRARY_DIR})")
+  elseif(_cuda_mode STREQUAL "ON")
+    message(FATAL_ERROR "VITKD_WITH_CUDA=ON but the CUDA toolkit was not found; set CUDAToolkit_ROOT")
+  else()
+    message(STATUS "CUDA runtime: not found (run.device = \"cuda\" will be refused)")
+  endif()
+endif()
 string(TOUPPER "${VITKD_WITH_NCCL}" _nccl_mode)
 if(NOT _nccl_mode MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "VITKD_WITH_NCCL must be AUTO, ON or OFF, not '${VITKD_WITH_NCCL}'")
@@ -8,8 +30,6 @@ endif()
 if(_nccl_mode STREQUAL "OFF")
   return()
 endif()
-
-find_package(CUDAToolkit QUIET)
 find_path(VITKD_NCCL_INCLUDE_DIR nccl.h
   HINTS ${NCCL_ROOT}/include $ENV{NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS}
         /usr/local/cuda/include)
@@ -17,7 +37,7 @@ find_library(VITKD_NCCL_LIBRARY nccl
   HINTS ${NCCL_ROOT}/lib $ENV{NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR}
         /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib)
 
-if(CUDAToolkit_FOUND AND VITKD_NCCL_INCLUDE_DIR AND VITKD_NCCL_LIBRARY)
+if(VITKD_HAVE_CUDART AND VITKD_NCCL_INCLUDE_DIR AND VITKD_NCCL_LIBRARY)
   set(VITKD_HAVE_NCCL TRUE)
   add_library(vitkd::nccl INTERFACE IMPORTED)
   set_target_properties(vitkd::nccl PROPERTIES

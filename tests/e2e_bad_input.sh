@@ -24,7 +24,8 @@ for c in unknown_key_in_file_names_the_nearest unknown_key_in_override_names_the
          scope_teacher_with_kd_criterion_is_refused scope_teacher_without_distill_is_refused \
          scope_typo_names_the_nearest unknown_command_names_the_nearest set_without_equals_is_refused \
          unknown_dataset_kind_is_refused negative_sift_history_is_refused \
-         more_threads_than_cores_per_rank_are_refused data_io_typo_names_the_nearest; do
+         more_threads_than_cores_per_rank_are_refused data_io_typo_names_the_nearest \
+         device_cuda_without_cuda_is_refused_once nccl_on_the_cpu_is_refused device_typo_names_the_nearest; do
   CASES+=("$c:setup")
 done
 
@@ -192,6 +193,15 @@ case_nccl_without_gpu_is_refused() {
   # NCCL requested on a machine without a GPU (or a build without NCCL): one clear line.
   refused 'dist.backend = "nccl"' --set dist.backend=nccl
 }
+case_device_cuda_without_cuda_is_refused_once() {
+  # Here LibTorch is CPU-only (or no GPU is visible): one line, from one rank.
+  refused 'run.device = "cuda", but' --set run.device=cuda
+  [ "$(grep -c 'run.device = "cuda", but' last.log)" -eq 1 ] || { cat last.log; fail "the error was printed more than once"; }
+}
+case_nccl_on_the_cpu_is_refused() {
+  refused 'but this run computes on the CPU' --set run.device=cpu --set dist.backend=nccl
+}
+case_device_typo_names_the_nearest() { refused "did you mean 'cuda'" --set run.device=cudaa; }
 case_negative_sift_beta_is_refused() { refused "sift.beta" --set sift.beta=-1; }
 case_zero_sift_history_is_refused() { refused "sift.history" --set sift.history=0; }
 case_negative_sift_history_is_refused() { refused "sift.history" --set sift.history=-5; }

@@ -156,7 +156,7 @@ TEST(Args, KindsAreChosenFromTheirGroupWithSuggestions) {
     ADD_FAILURE() << "no error";
   } catch (const vitkd::UserError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "bench: unknown benchmark 'gem' (did you mean 'gemm'?); expected gemm, ops or comm; "
+              "bench: unknown benchmark 'gem' (did you mean 'gemm'?); expected gemm, ops, adamw or comm; "
               "run 'vitkd bench --help'");
   }
   EXPECT_THROW(vitkd::cli::pick_kind("prepare", {}), vitkd::UserError);

@@ -355,12 +355,27 @@ std::vector<Command> make_commands() {
   c.push_back({"bench gemm", "Measure matrix-product rates (bf16, fp32) at the models' shapes.",
                {},
                {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
+                Flag::text("device", "D", "where to measure, as run.device").one_of({"auto", "cpu", "cuda"})
+                    .default_to("cpu"),
                 Flag::count("millis", "MS", "measuring time per shape and type").at_least(1).default_to("1000"),
                 Flag::path("out", "FILE.json", "also write the per-core rates (for train.mfu_ceiling) as JSON")}});
   c.push_back({"bench ops", "Measure GELU forward and backward: torch against vitkd's kernel.",
                {},
                {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
                 Flag::count("millis", "MS", "measuring time per operation").at_least(1).default_to("500")}});
+  c.push_back({"bench adamw",
+               "Check the AdamW update of a device against the host kernel, and time both.",
+               {},
+               {Flag::count("elements", "N", "shard length (default: the teacher's parameter count)")
+                    .at_least(1).default_to("2684576"),
+                Flag::count("steps", "K", "update steps compared").at_least(1).default_to("20"),
+                Flag::text("device", "D", "where the device update runs, as run.device").one_of({"auto", "cpu", "cuda"})
+                    .default_to("auto"),
+                Flag::path("out", "FILE.json", "also write the result as JSON")},
+               "Both updates start from the same parameters and see the same gradients, clipping scales and "
+               "decay mask. Prints the relative L2 difference of the parameters and moments after the last "
+               "step (the check: at most 1e-6) and exits 1 when it is larger. On the CPU the device update "
+               "is LibTorch's element-wise kernels, which is what runs on a GPU."});
   c.push_back({"bench comm", "Measure reduce-scatter, all-gather and allreduce rates (run under mpirun).",
                {},
                {Flag::count("elements", "N", "floats per operation (default: the teacher's parameter count)")

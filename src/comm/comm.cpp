@@ -28,7 +28,8 @@ int64_t bytes_of(int64_t count, MPI_Datatype type) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() {
+  explicit MpiCommunicator(const CommPlacement& where) : where_(where) {
+    where_.stage = where.stage || !where.device.is_cpu();
     VK_CHECK(MPI, MPI_Type_contiguous(2, MPI_BYTE, &bf16_type_));
     VK_CHECK(MPI, MPI_Type_commit(&bf16_type_));
     VK_CHECK(MPI, MPI_Op_create(&bf16_sum, /*commute=*/1, &bf16_op_));
@@ -47,6 +48,17 @@ class MpiCommunicator final : public Communicator {
                            WireType wire) override {
     const World& w = world();
     Request r;
+    if (where_.stage) {
+      // Device (or forced) staging: MPI works on host copies of the bucket
+      // and of this rank's part; wait() copies the result back.
+      int64_t n = 0;
+      for (int64_t c : counts) n += c;
+      r.device_recv = recv;
+      r.host_send = to_host(send, n);
+      r.host_recv = host_buffer(std::max<int64_t>(1, counts[w.rank]));
+      send = r.host_send.data_ptr<float>();
+      recv = r.host_recv.data_ptr<float>();
+    }
     r.recv = recv;
     r.count = counts[w.rank];
     r.bf16 = wire == WireType::BF16;
@@ -86,6 +98,7 @@ class MpiCommunicator final : public Communicator {
         for (int64_t i = 0; i < r.count; ++i) r.recv[i] = bf16_to_float(r.recv16[i]) * inv;
       else
         for (int64_t i = 0; i < r.count; ++i) r.recv[i] *= inv;
+      if (r.device_recv && r.count > 0) on_device(r.device_recv, r.count).copy_(r.host_recv.narrow(0, 0, r.count));
       r.finished = true;
     }
     // Forget requests once all are finished, so ids stay small per step.
@@ -98,9 +111,19 @@ class MpiCommunicator final : public Communicator {
   }
 
   void all_gather(float* buf, int64_t count) override {
+    const int64_t n = count * world().size;
+    torch::Tensor host;
+    float* target = buf;
+    if (where_.stage) {  // only this rank's block needs to go down
+      host = host_buffer(n);
+      const int64_t mine = count * world().rank;
+      host.narrow(0, mine, count).copy_(on_device(buf + mine, count));
+      target = host.data_ptr<float>();
+    }
     // In place: this rank's block is `count` elements of the receive type.
-    VK_CHECK(MPI, MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, static_cast<int>(count),
+    VK_CHECK(MPI, MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, target, static_cast<int>(count),
                                 MPI_FLOAT, MPI_COMM_WORLD));
+    if (where_.stage) on_device(buf, n).copy_(host);
     bytes_sent_ += bytes_of(count, MPI_FLOAT);
   }
 
@@ -111,27 +134,67 @@ class MpiCommunicator final : public Communicator {
     int64_t count = 0;
     bool bf16 = false, finished = false;
     std::vector<uint16_t> send16, recv16;  // bf16 staging
+    float* device_recv = nullptr;          // with staging: where the result goes
+    torch::Tensor host_send, host_recv;    // with staging: host copies
   };
+
+  /// `n` floats of host memory, page-locked when the buffers are on a GPU
+  /// (so the copies run at full speed).
+  torch::Tensor host_buffer(int64_t n) const {
+    return torch::empty({n}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(!where_.device.is_cpu()));
+  }
+  /// The buffers' memory at `p` as a tensor (no copy).
+  torch::Tensor on_device(const float* p, int64_t n) const {
+    return torch::from_blob(const_cast<float*>(p), {n},
+                            torch::TensorOptions().dtype(torch::kFloat32).device(where_.device));
+  }
+  /// A host copy of `n` floats of the buffers' memory at `p` (waits for them).
+  torch::Tensor to_host(const float* p, int64_t n) const {
+    torch::Tensor h = host_buffer(n);
+    h.copy_(on_device(p, n));
+    return h;
+  }
+
+  CommPlacement where_;
   std::vector<Request> requests_;
   int base_ = 0;
   MPI_Datatype bf16_type_ = MPI_DATATYPE_NULL;
   MPI_Op bf16_op_ = MPI_OP_NULL;
 };
 
+/// `t`'s values in contiguous host memory: `t` itself on the CPU, else a copy.
+torch::Tensor host_view(const torch::Tensor& t) {
+  if (t.dtype() != torch::kFloat32 || !t.is_contiguous())
+    die(kExitRuntime, "internal error: tensor collectives take contiguous float32 tensors");
+  return t.device().is_cpu() ? t : t.to(torch::kCPU);
+}
+
 }  // namespace
 
-std::unique_ptr<Communicator> make_communicator(const std::string& backend) {
-  if (backend == "mpi") return std::make_unique<MpiCommunicator>();
+void allreduce_sum_inplace(const torch::Tensor& t) {
+  torch::Tensor h = host_view(t);
+  allreduce_sum_inplace(h.data_ptr<float>(), h.numel());
+  if (!t.device().is_cpu()) t.copy_(h);
+}
+
+void broadcast_tensor(const torch::Tensor& t, int root) {
+  torch::Tensor h = host_view(t);
+  broadcast_bytes(h.data_ptr<float>(), h.numel() * static_cast<int64_t>(sizeof(float)), root);
+  if (!t.device().is_cpu()) t.copy_(h);
+}
+
+std::unique_ptr<Communicator> make_communicator(const std::string& backend, const CommPlacement& where) {
+  if (backend == "mpi" || backend == "auto") return std::make_unique<MpiCommunicator>(where);
   if (backend == "nccl") {
 #ifdef VITKD_HAVE_NCCL
-    return make_nccl_communicator();
+    if (where.device.is_cpu())
+      throw UserError("dist.backend = \"nccl\" needs the buffers on a CUDA device; use \"mpi\" on CPUs");
+    return make_nccl_communicator(where.device.index());
 #else
     throw UserError("dist.backend = \"nccl\", but this vitkd was built without NCCL "
                     "(configure with -DVITKD_WITH_NCCL=ON and CUDA + NCCL installed); use \"mpi\"");
 #endif
   }
-  // "auto": the model lives on the CPU (Debian's LibTorch has no CUDA), so MPI.
-  if (backend == "auto") return std::make_unique<MpiCommunicator>();
   throw UserError("dist.backend = \"" + backend + "\" is not one of \"auto\", \"mpi\", \"nccl\"");
 }
 

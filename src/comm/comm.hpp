@@ -8,6 +8,8 @@
 // shard (`counts[r]` elements, in rank order, summing to b1 - b0), averaged
 // over ranks. Done for every bucket, this is exactly one reduce-scatter of the
 // whole padded buffer, so the volume equals the unbucketed one.
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -54,15 +56,33 @@ class Communicator {
   int64_t bytes_sent_ = 0;
 };
 
-/// backend: "mpi", "nccl", or "auto". "auto" is MPI: the model and its
-/// buffers live in host memory, which NCCL cannot reduce. Throws UserError
-/// when the request cannot be met (e.g. "nccl" in a build without NCCL).
-std::unique_ptr<Communicator> make_communicator(const std::string& backend);
+/// Where a communicator's buffers live and how MPI reaches them.
+struct CommPlacement {
+  torch::Device device{torch::kCPU};  ///< the flat buffers' device
+  /// MPI on device memory copies each buffer through host memory (pinned on
+  /// CUDA) around the MPI call. Always on for CUDA buffers with MPI; on the
+  /// CPU it can be forced, so that tests exercise the staging path.
+  bool stage = false;
+};
+
+/// Sum of a float32 tensor over all ranks, in place, on any device (device
+/// memory goes through a host copy). Collective, blocking.
+void allreduce_sum_inplace(const torch::Tensor& t);
+/// Rank `root`'s values of a float32 tensor on every rank, on any device.
+/// Collective, blocking.
+void broadcast_tensor(const torch::Tensor& t, int root);
+
+/// backend: "mpi" or "nccl", as resolved by select_device (comm/device.hpp);
+/// "auto" is taken as "mpi" for callers without a device choice (benchmarks,
+/// tests). Throws UserError when the request cannot be met (e.g. "nccl" in a
+/// build without NCCL).
+std::unique_ptr<Communicator> make_communicator(const std::string& backend,
+                                                const CommPlacement& where = CommPlacement());
 
 #ifdef VITKD_HAVE_NCCL
-/// The NCCL backend (comm/nccl_backend.cpp); buffers are device pointers.
-/// Throws UserError (one line) when no CUDA device is visible.
-std::unique_ptr<Communicator> make_nccl_communicator();
+/// The NCCL backend (comm/nccl_backend.cpp) on CUDA device `device`, which
+/// must be current; buffers are device pointers.
+std::unique_ptr<Communicator> make_nccl_communicator(int device);
 #endif
 
 }  // namespace vitkd

@@ -1,28 +1,32 @@
 // The NCCL communication backend (built only when CUDA and NCCL are found,
-// see cmake/VitkdNccl.cmake). All buffers handed to it are device pointers.
+// see cmake/VitkdNccl.cmake). All buffers handed to it are device memory of
+// the GPU that select_device() (comm/device.hpp) made current.
 //
-// Rendezvous goes through MPI: every rank selects the GPU given by its
-// node-local rank, rank 0 creates the NCCL unique id, MPI_Bcast spreads it,
-// and every rank joins with ncclCommInitRank.
+// Rendezvous goes through MPI: rank 0 creates the NCCL unique id, MPI_Bcast
+// spreads it, and every rank joins with ncclCommInitRank.
 //
-// Streams. Collectives run on a dedicated non-blocking communication stream.
-// The compute stream is the legacy default stream (cudaStreamLegacy): this
-// file is compiled without CUDA LibTorch, so LibTorch's current stream is not
-// reachable from here. Because the communication stream is non-blocking it
-// does not synchronize implicitly with the legacy stream, so ordering is
-// explicit:
-//   * before collectives are enqueued, an event is recorded on the compute
-//     stream and the communication stream waits for it (the gradients/shards
-//     written by compute are complete before NCCL reads them);
-//   * each reduce-scatter request records a completion event on the
-//     communication stream; wait(id) makes the compute stream wait for it and
-//     then also synchronizes the host with that event. The host-side sync is
-//     deliberate: the sharded optimizer may read `recv` from the host (or
-//     launch work on a stream we cannot see), and the interface promises that
-//     the result "is in recv" when wait() returns.
-//   * all_gather is blocking: it synchronizes the communication stream
-//     before returning.
+// Collectives. A bucket whose ranks' parts are all the same size (the whole
+// padded buffer, e.g. one bucket for the model) is one ncclReduceScatter; a
+// bucket inside one rank's shard is one ncclReduce to that rank; a bucket
+// across a shard boundary is one group of ncclReduce calls, one per rank it
+// touches. All use ncclAvg. Parameters come back with one ncclAllGather.
+// precision.reduce = "bf16" converts the bucket to a bf16 copy first (a
+// LibTorch kernel on the compute stream) and reduces it as ncclBfloat16.
+//
+// Streams. Collectives run on a dedicated non-blocking communication stream,
+// ordered against the compute stream with events and never by blocking the
+// host: before a collective, an event recorded on the compute stream makes
+// the communication stream wait; wait(id) and all_gather() make the compute
+// stream wait for the collective's completion event. The compute stream is
+// LibTorch's current stream when LibTorch has CUDA (VITKD_TORCH_CUDA), else
+// the legacy default stream, which is LibTorch's default too. The host waits
+// only where it reads a result (the gradient norm's .item()).
 #include <mpi.h>
+#include <torch/torch.h>
+
+#ifdef VITKD_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <cstddef>
 #include <memory>
@@ -30,6 +34,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "comm/cuda_runtime.hpp"
 #include "comm/nccl_check.hpp"
 #include "comm/world.hpp"
 #include "util/error.hpp"
@@ -39,11 +44,6 @@
 #endif
 
 namespace vitkd {
-
-cudaError_t check_CUDA(cudaError_t rc, const char* expr, const char* file, int line) {
-  if (rc == cudaSuccess) return rc;
-  check_failed("CUDA", expr, file, line, cudaGetErrorString(rc));
-}
 
 ncclResult_t check_NCCL(ncclResult_t rc, const char* expr, const char* file, int line) {
   if (rc == ncclSuccess) return rc;
@@ -58,39 +58,30 @@ ncclResult_t check_NCCL(ncclResult_t rc, const char* expr, const char* file, int
 
 namespace {
 
-/// cudaGetDeviceCount, mapping every failure (no driver, no device,
-/// driver too old) to 0 devices and clearing CUDA's sticky last error.
-/// `why` (optional) receives the CUDA error string, or a short note.
-int device_count_or_reason(std::string* why) {
-  int n = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&n);
-  if (rc != cudaSuccess) {
-    if (why) *why = cudaGetErrorString(rc);
-    (void)cudaGetLastError();  // clear the error state for later CUDA calls
-    return 0;
-  }
-  if (n <= 0 && why) *why = "0 devices";
-  return n > 0 ? n : 0;
-}
-
 [[noreturn]] void internal_error(const std::string& msg) {
   die(kExitRuntime, "internal error in the NCCL backend: " + msg);
 }
 
+/// The stream LibTorch computes on.
+cudaStream_t compute_stream() {
+#ifdef VITKD_TORCH_CUDA
+  return c10::cuda::getCurrentCUDAStream().stream();
+#else
+  return cudaStreamLegacy;
+#endif
+}
+
 class NcclCommunicator final : public Communicator {
  public:
-  explicit NcclCommunicator(int device_count) {
+  explicit NcclCommunicator(int device) : device_(device) {
     const World& w = world();
-    device_ = w.local_rank % device_count;
-    VK_CHECK(CUDA, cudaSetDevice(device_));
-
     ncclUniqueId id;
     if (w.rank == 0) VK_CHECK(NCCL, ncclGetUniqueId(&id));
     VK_CHECK(MPI, MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD));
     VK_CHECK(NCCL, ncclCommInitRank(&comm_, w.size, id, w.rank));
-
     VK_CHECK(CUDA, cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     VK_CHECK(CUDA, cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
+    VK_CHECK(CUDA, cudaEventCreateWithFlags(&gathered_, cudaEventDisableTiming));
   }
 
   ~NcclCommunicator() override {
@@ -99,6 +90,7 @@ class NcclCommunicator final : public Communicator {
     for (Slot& s : slots_)
       if (s.done) (void)cudaEventDestroy(s.done);
     if (compute_ready_) (void)cudaEventDestroy(compute_ready_);
+    if (gathered_) (void)cudaEventDestroy(gathered_);
     if (comm_) (void)ncclCommDestroy(comm_);
     if (stream_) (void)cudaStreamDestroy(stream_);
   }
@@ -112,50 +104,58 @@ class NcclCommunicator final : public Communicator {
                            WireType wire) override {
     const World& w = world();
     const int P = w.size;
-    const int me = w.rank;
     if (static_cast<int>(counts.size()) != P)
       internal_error("start_reduce_scatter got " + std::to_string(counts.size()) +
                      " counts for a world of " + std::to_string(P) + " ranks");
-    if (wire == WireType::BF16) {
-      // Not implemented: bf16 on the wire needs fp32<->bf16 conversion
-      // kernels on the device, and this file is compiled by the host C++
-      // compiler (no nvcc). Every rank reaches this with the same
-      // configuration, so the error is collective.
-      throw UserError(
-          "precision.reduce = \"bf16\" is not implemented for dist.backend = \"nccl\" yet; "
-          "set precision.reduce = \"fp32\" or use dist.backend = \"mpi\"",
-          /*collective=*/true);
-    }
-
     int64_t total = 0;
+    bool equal = true;
     for (int64_t c : counts) {
       if (c < 0) internal_error("negative count in start_reduce_scatter");
       total += c;
+      equal &= c == counts[0];
     }
-
-    order_after_compute();
-
-    // One ncclReduce per destination rank: rank r's part of the bucket is
-    // averaged onto rank r. Inside a group NCCL runs them as one operation.
-    // recvbuff is only used at the root (nccl.h: "recvbuff may be NULL on
-    // all calls except for root device").
-    VK_CHECK(NCCL, ncclGroupStart());
-    int64_t off = 0;
-    for (int r = 0; r < P; ++r) {
-      const int64_t c = counts[static_cast<size_t>(r)];
-      if (c > 0)
-        VK_CHECK(NCCL, ncclReduce(send + off, r == me ? static_cast<void*>(recv) : nullptr,
-                                  static_cast<size_t>(c), ncclFloat32, ncclAvg, r, comm_,
-                                  stream_));
-      off += c;
-    }
-    VK_CHECK(NCCL, ncclGroupEnd());
-
     const int id = acquire_slot();
-    VK_CHECK(CUDA, cudaEventRecord(slots_[static_cast<size_t>(id)].done, stream_));
+    Slot& s = slots_[static_cast<size_t>(id)];
+    s.recv = recv;
+    s.count = counts[static_cast<size_t>(w.rank)];
+    s.bf16 = wire == WireType::BF16;
 
-    // The bytes handed to NCCL: the bucket's fp32 elements, over the P calls.
-    bytes_sent_ += total * static_cast<int64_t>(sizeof(float));
+    const void* sendbuf = send;
+    void* recvbuf = recv;
+    ncclDataType_t type = ncclFloat32;
+    if (s.bf16) {
+      // Narrow on the compute stream, before the event the collective waits for.
+      const auto dev = torch::TensorOptions().device(torch::kCUDA, device_);
+      s.send16 = torch::from_blob(const_cast<float*>(send), {total}, dev.dtype(torch::kFloat32))
+                     .to(torch::kBFloat16);
+      s.recv16 = torch::empty({std::max<int64_t>(1, s.count)}, dev.dtype(torch::kBFloat16));
+      sendbuf = s.send16.data_ptr();
+      recvbuf = s.recv16.data_ptr();
+      type = ncclBfloat16;
+    }
+    const size_t elem = s.bf16 ? 2 : 4;
+    order_after_compute();
+    if (equal) {
+      VK_CHECK(NCCL, ncclReduceScatter(sendbuf, recvbuf, static_cast<size_t>(counts[0]), type, ncclAvg,
+                                       comm_, stream_));
+    } else {
+      // Rank r's part of the bucket is averaged onto rank r; recvbuff is
+      // used only at the root (nccl.h).
+      VK_CHECK(NCCL, ncclGroupStart());
+      size_t off = 0;
+      for (int r = 0; r < P; ++r) {
+        const int64_t c = counts[static_cast<size_t>(r)];
+        if (c > 0)
+          VK_CHECK(NCCL, ncclReduce(static_cast<const char*>(sendbuf) + off * elem,
+                                    r == w.rank ? recvbuf : nullptr, static_cast<size_t>(c), type,
+                                    ncclAvg, r, comm_, stream_));
+        off += static_cast<size_t>(c);
+      }
+      VK_CHECK(NCCL, ncclGroupEnd());
+    }
+    VK_CHECK(CUDA, cudaEventRecord(s.done, stream_));
+    // The bytes handed to NCCL: the whole send buffer in the wire type.
+    bytes_sent_ += total * static_cast<int64_t>(elem);
     return id;
   }
 
@@ -163,14 +163,18 @@ class NcclCommunicator final : public Communicator {
   void progress() override {}
 
   void wait(int id) override {
-    if (id < 0 || static_cast<size_t>(id) >= slots_.size() ||
-        !slots_[static_cast<size_t>(id)].busy)
+    if (id < 0 || static_cast<size_t>(id) >= slots_.size() || !slots_[static_cast<size_t>(id)].busy)
       internal_error("wait() on unknown request " + std::to_string(id));
     Slot& s = slots_[static_cast<size_t>(id)];
-    // Device-side ordering for later compute work, then a host-side sync so
-    // the result is also visible to host code (see the file comment).
-    VK_CHECK(CUDA, cudaStreamWaitEvent(cudaStreamLegacy, s.done, 0));
-    VK_CHECK(CUDA, cudaEventSynchronize(s.done));
+    // Device-side ordering only: later compute work (the optimizer) starts
+    // after the collective; the host does not block.
+    VK_CHECK(CUDA, cudaStreamWaitEvent(compute_stream(), s.done, 0));
+    if (s.bf16 && s.count > 0) {
+      const auto f32 = torch::TensorOptions().device(torch::kCUDA, device_).dtype(torch::kFloat32);
+      torch::from_blob(s.recv, {s.count}, f32).copy_(s.recv16.narrow(0, 0, s.count));
+    }
+    // The bf16 copies stay referenced until the slot is reused: the kernels
+    // that read them are ordered before any later use on the compute stream.
     s.busy = false;
     free_.push_back(id);
   }
@@ -183,20 +187,24 @@ class NcclCommunicator final : public Communicator {
     // In place: sendbuff == recvbuff + rank*sendcount.
     VK_CHECK(NCCL, ncclAllGather(buf + static_cast<int64_t>(w.rank) * count, buf,
                                  static_cast<size_t>(count), ncclFloat32, comm_, stream_));
-    VK_CHECK(CUDA, cudaStreamSynchronize(stream_));
+    VK_CHECK(CUDA, cudaEventRecord(gathered_, stream_));
+    VK_CHECK(CUDA, cudaStreamWaitEvent(compute_stream(), gathered_, 0));
     bytes_sent_ += count * static_cast<int64_t>(sizeof(float));  // the send count handed to NCCL
   }
 
  private:
   struct Slot {
     cudaEvent_t done = nullptr;
-    bool busy = false;
+    bool busy = false, bf16 = false;
+    float* recv = nullptr;
+    int64_t count = 0;
+    torch::Tensor send16, recv16;  ///< bf16 wire copies (precision.reduce = "bf16")
   };
 
   /// Makes the communication stream wait for all work enqueued so far on
   /// the compute stream.
   void order_after_compute() {
-    VK_CHECK(CUDA, cudaEventRecord(compute_ready_, cudaStreamLegacy));
+    VK_CHECK(CUDA, cudaEventRecord(compute_ready_, compute_stream()));
     VK_CHECK(CUDA, cudaStreamWaitEvent(stream_, compute_ready_, 0));
   }
 
@@ -219,24 +227,15 @@ class NcclCommunicator final : public Communicator {
   int device_ = 0;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t compute_ready_ = nullptr;
+  cudaEvent_t compute_ready_ = nullptr, gathered_ = nullptr;
   std::vector<Slot> slots_;
   std::vector<int> free_;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator() {
-  std::string why;
-  const int n = device_count_or_reason(&why);
-  if (n == 0) {
-    // Not collective: GPU visibility can differ between hosts.
-    throw UserError("dist.backend = \"nccl\" needs a CUDA GPU, but none is visible on host " +
-                        world().host + " (cudaGetDeviceCount: " + why +
-                        "); use dist.backend = \"mpi\" or run on GPU nodes",
-                    /*collective=*/false);
-  }
-  return std::make_unique<NcclCommunicator>(n);
+std::unique_ptr<Communicator> make_nccl_communicator(int device) {
+  return std::make_unique<NcclCommunicator>(device);
 }
 
 }  // namespace vitkd

@@ -1,16 +1,12 @@
 #pragma once
-// VK_CHECK(CUDA, call) and VK_CHECK(NCCL, call) for the NCCL backend
-// (util/error.hpp). Included only by comm/nccl_backend.cpp, the one
-// translation unit compiled against the CUDA runtime and NCCL.
-#include <cuda_runtime.h>
+// VK_CHECK(NCCL, call) (util/error.hpp) for the NCCL backend, the one
+// translation unit compiled against NCCL; VK_CHECK(CUDA, ...) comes with it.
 #include <nccl.h>
 
-#include "util/error.hpp"
+#include "comm/cuda_check.hpp"
 
 namespace vitkd {
 
-/// On failure: check_failed("CUDA", ...) with cudaGetErrorString(rc).
-cudaError_t check_CUDA(cudaError_t rc, const char* expr, const char* file, int line);
 /// On failure: check_failed("NCCL", ...) with ncclGetErrorString(rc).
 ncclResult_t check_NCCL(ncclResult_t rc, const char* expr, const char* file, int line);
 

@@ -14,6 +14,8 @@ namespace vitkd {
   X(run, mode, std::string, "teacher", "\"teacher\" (cross-entropy) or \"distill\"")       \
   X(run, out_dir, std::string, "runs/default", "directory for everything the run writes")  \
   X(run, seed, int64_t, 42, "seed for the data order, augmentation and initialisation")    \
+  X(run, device, std::string, "auto",                                                        \
+    "\"auto\" (CUDA when LibTorch has it and every rank sees a GPU), \"cpu\" or \"cuda\"")     \
   X(data, path, std::string, "data/fmnist.h5", "HDF5 dataset made by `vitkd prepare`")     \
   X(data, batch_size, int64_t, 64, "samples per rank per step")                            \
   X(data, augment, bool, false, "random crop (pad 2) and horizontal flip")                 \
@@ -67,7 +69,7 @@ namespace vitkd {
   X(sift, scope, std::string, "sample",                                                      \
     "\"sample\" (unkept samples skip training) or \"teacher\" (all train; unkept skip the teacher)") \
   X(sift, trace, bool, false, "write every decision to out_dir/sift_trace.txt (epoch index loss kept)") \
-  X(dist, backend, std::string, "auto", "gradient communication: \"auto\", \"mpi\" or \"nccl\"") \
+  X(dist, backend, std::string, "auto", "gradient communication: \"auto\" (NCCL on CUDA, MPI on CPUs), \"mpi\" or \"nccl\"") \
   X(dist, bucket_mb, double, 25.0, "gradient bucket size in MB (fp32) for the reduce-scatter") \
   X(dist, overlap, bool, true, "start bucket reduce-scatters during backward")              \
   X(dist, sharding, std::string, "zero1", "\"zero1\" (sharded AdamW) or \"none\" (allreduce baseline)") \

@@ -2,17 +2,19 @@
 
 namespace vitkd {
 
-torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug) {
-  auto x = torch::empty({b.size(), m.channels, m.height, m.width}, torch::kFloat32);
+torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, bool pinned) {
+  auto x = torch::empty({b.size(), m.channels, m.height, m.width},
+                        torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(pinned));
   if (b.size() > 0)
     normalize_augment(b.pixels.data(), b.indices.data(), b.size(), m.height, m.width, m.channels,
                       m.mean, m.std, aug, b.epoch, x.data_ptr<float>());
   return x;
 }
 
-torch::Tensor batch_labels(const Batch& b) {
-  return torch::from_blob(const_cast<int32_t*>(b.labels.data()), {b.size()}, torch::kInt32)
-      .to(torch::kLong);
+torch::Tensor batch_labels(const Batch& b, bool pinned) {
+  auto y = torch::empty({b.size()}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
+  y.copy_(torch::from_blob(const_cast<int32_t*>(b.labels.data()), {b.size()}, torch::kInt32));
+  return y;
 }
 
 }  // namespace vitkd

@@ -10,9 +10,11 @@ namespace vitkd {
 
 /// Normalized (and, with `aug` enabled, augmented) input float32 [n, C, H, W]:
 /// (pixel/255 - mean[c]) / std[c]. The augmentation is a pure function of
-/// (aug.seed, batch epoch, sample index).
-torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug);
-/// Labels int64 [n].
-torch::Tensor batch_labels(const Batch& b);
+/// (aug.seed, batch epoch, sample index). `pinned`: in page-locked host
+/// memory (needs CUDA LibTorch), so that a non-blocking copy to a GPU
+/// overlaps the host's next work.
+torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, bool pinned = false);
+/// Labels int64 [n] (`pinned` as for batch_input).
+torch::Tensor batch_labels(const Batch& b, bool pinned = false);
 
 }  // namespace vitkd

@@ -10,7 +10,8 @@ torch::Tensor TeacherTargets::logits(const torch::Tensor& x, const torch::Tensor
   torch::Tensor t, fresh_i, fresh_t;
   if (x.defined() && x.size(0) > 0) {
     ScopedPhase ph(times, Phase::TeacherForward);
-    if (cache_) t = cache_->lookup(index);
+    if (cache_) t = cache_->lookup(index);  // host memory
+    if (t.defined()) t = t.to(x.device());
     if (!t.defined()) {
       t = teacher_.logits(x);
       forwards += x.size(0);

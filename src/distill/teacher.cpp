@@ -69,8 +69,12 @@ class CheckpointTeacher : public Teacher {
   }
   torch::Tensor logits(const torch::Tensor& x) override {
     torch::NoGradGuard ng;
-    AutocastBf16 ac(bf16_);
+    AutocastBf16 ac(bf16_, device_);
     return model_->forward(x).prediction().to(torch::kFloat32);
+  }
+  void to(const torch::Device& d) override {
+    model_->to(d);
+    device_ = d.type();
   }
   int64_t parameters() const override { return info_.spec.parameter_count(); }
   double forward_flops() const override { return info_.spec.forward_flops(); }
@@ -83,6 +87,7 @@ class CheckpointTeacher : public Teacher {
  private:
   std::string path_;
   bool bf16_;
+  torch::DeviceType device_ = torch::kCPU;
   CheckpointInfo info_;
   ViT model_{nullptr};
 };
@@ -172,11 +177,15 @@ class TorchScriptTeacher : public Teacher {
                   : fallback_.empty() ? std::string("fp32") : "fp32: bf16 failed (" + fallback_ + ")") +
            ", FLOPs unknown: MFU counts the student only)";
   }
+  void to(const torch::Device& d) override {
+    module_.to(d);
+    device_ = d.type();
+  }
 
  private:
   torch::Tensor run(const torch::Tensor& x, bool bf16) {
     torch::NoGradGuard ng;
-    AutocastBf16 ac(bf16);
+    AutocastBf16 ac(bf16, device_);
     std::vector<torch::jit::IValue> in{x};
     torch::jit::IValue out = module_.forward(in);
     if (!out.isTensor())
@@ -188,6 +197,7 @@ class TorchScriptTeacher : public Teacher {
   std::string path_;
   torch::jit::Module module_;
   bool bf16_ = false;
+  torch::DeviceType device_ = torch::kCPU;
   std::string fallback_;  // why bf16 was not used ("" = not asked or worked)
   int64_t params_ = 0;
 };

@@ -34,6 +34,8 @@ class Teacher {
   virtual double forward_flops() const = 0;
   /// One line for the log: what it is, where it came from, its precision.
   virtual std::string describe() const = 0;
+  /// Moves the teacher to `device`; logits() then takes and returns tensors there.
+  virtual void to(const torch::Device& device) = 0;
 };
 
 /// Builds the configured teacher and checks that it fits the dataset (input

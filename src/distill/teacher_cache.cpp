@@ -33,7 +33,7 @@ void TeacherCache::share(const torch::Tensor& idx, const torch::Tensor& logits) 
   std::vector<double> mine;
   if (idx.defined() && idx.numel() > 0) {
     const int64_t m = idx.numel();
-    auto l = logits.to(torch::kFloat32).contiguous();
+    auto l = logits.to(torch::kCPU, torch::kFloat32).contiguous();
     const int64_t* ip = idx.data_ptr<int64_t>();
     const float* lp = l.data_ptr<float>();
     mine.reserve(m * (k_ + 1));

@@ -110,7 +110,7 @@ void write_model_spec_attrs(hid_t f, const ModelSpec& s) {
 void write_model_weights(hid_t f, ViT& model) {
   torch::NoGradGuard ng;
   for (const auto& p : model->named_parameters()) {
-    auto t = p.value().detach().to(torch::kFloat32).contiguous();
+    auto t = p.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();  // host copy (any device)
     h5_write(f, "/model/" + p.key(), t.data_ptr<float>(), t.sizes().vec());
   }
 }
@@ -154,7 +154,7 @@ void save_training_checkpoint(const std::string& path, ViT& model, const Checkpo
     for (const auto& p : model->named_parameters()) {
       H5Obj d = h5_create_dataset(f, "/model/" + p.key(), H5T_NATIVE_FLOAT, p.value().sizes().vec());
       if (w.root()) {
-        auto t = p.value().detach().to(torch::kFloat32).contiguous();
+        auto t = p.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();  // host copy (any device)
         h5_write_slab(d, 0, t.numel() ? t.size(0) : 0, t.data_ptr<float>(), false);
       }
     }

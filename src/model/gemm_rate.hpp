@@ -7,12 +7,14 @@
 
 namespace vitkd {
 
-/// FLOP/s of C[m,n] = A[m,k] B[k,n] in `dtype` with LibTorch's current
-/// thread count, repeated for about `seconds`.
-double gemm_rate(int64_t m, int64_t k, int64_t n, torch::ScalarType dtype, double seconds);
+/// FLOP/s of C[m,n] = A[m,k] B[k,n] in `dtype` on `device` (on the CPU with
+/// LibTorch's current thread count), repeated for about `seconds`.
+double gemm_rate(int64_t m, int64_t k, int64_t n, torch::ScalarType dtype, double seconds,
+                 const torch::Device& device = torch::kCPU);
 
-/// Measured bf16 matrix-product rate at a large square shape (2048^3), the
-/// MFU ceiling: FLOP/s of the current thread count.
-double measure_gemm_bf16_flops(double seconds = 1.0);
+/// Measured bf16 matrix-product rate at a large square shape, the MFU
+/// ceiling: 2048^3 on the CPU (FLOP/s of the current thread count), 8192^3
+/// on a GPU (FLOP/s of the device).
+double measure_gemm_bf16_flops(double seconds = 1.0, const torch::Device& device = torch::kCPU);
 
 }  // namespace vitkd

@@ -1,6 +1,7 @@
 #include "model/vit.hpp"
 
 #include "model/gelu.hpp"
+#include "util/torch_compat.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -103,6 +104,12 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
     q = qkv_[0].reshape({B * heads, T, hd});
     k = qkv_[1].reshape({B * heads, T, hd});
     v = qkv_[2].reshape({B * heads, T, hd});
+  }
+  if (x.is_cuda() && has_fused_attention()) {
+    // On a GPU, LibTorch's fused kernel (flash or memory-efficient attention).
+    auto o = fused_attention(q.view({B, heads, Q, hd}), k.view({B, heads, T, hd}), v.view({B, heads, T, hd}),
+                             scale_folded ? 1.0 : scale);
+    return proj(o.transpose(1, 2).reshape({B, Q, D}));
   }
   // (scale q) k^T, the order of analysis/vitkd_model.py, so that the two agree
   // to the last bit in fp32.

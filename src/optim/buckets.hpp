@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "optim/adamw.hpp"
 #include "optim/flat_params.hpp"
 
 namespace vitkd {
@@ -24,6 +25,7 @@ struct BucketOptions {
   WireType wire = WireType::F32;    ///< gradient element type on the wire
   bool overlap = true;              ///< start buckets from autograd hooks
   bool sharded = true;              ///< false: plain data parallel (allreduce, full AdamW on every rank)
+  AdamWKernel kernel = AdamWKernel::Auto;  ///< which AdamW implementation (optim/adamw.hpp)
 };
 
 class GradBuckets {

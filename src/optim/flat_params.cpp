@@ -38,9 +38,12 @@ FlatParams::FlatParams(torch::nn::Module& module, int world, int64_t align) : wo
   const int64_t unit = static_cast<int64_t>(world) * align;
   padded = (numel + unit - 1) / unit * unit;
   if (padded == 0) padded = unit;
-  params = torch::zeros({padded}, torch::kFloat32);
-  grads = torch::zeros({padded}, torch::kFloat32);
-  decay_mask = torch::zeros({padded}, torch::kFloat32);
+  // On the module's device (the CPU for a module without parameters).
+  const torch::Device dev = named.is_empty() ? torch::Device(torch::kCPU) : named[0].value().device();
+  const auto opt = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
+  params = torch::zeros({padded}, opt);
+  grads = torch::zeros({padded}, opt);
+  decay_mask = torch::zeros({padded}, opt);
   size_t i = 0;
   for (auto& p : named) {
     const auto& s = slots[i++];

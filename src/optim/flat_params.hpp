@@ -48,10 +48,11 @@ struct DecayScoped {
 
 class FlatParams {
  public:
-  /// Moves `module`'s parameters into the flat buffer (values preserved).
+  /// Moves `module`'s parameters into the flat buffer (values preserved),
+  /// allocated on the device the module's parameters are on.
   FlatParams(torch::nn::Module& module, int world_size, int64_t align = 16);
 
-  torch::Tensor params;      ///< fp32 [padded]
+  torch::Tensor params;      ///< fp32 [padded], on the module's device
   torch::Tensor grads;       ///< fp32 [padded]; the parameters' .grad are views
   torch::Tensor decay_mask;  ///< fp32 [padded]; 1 where weight decay applies, 0 elsewhere
   std::vector<ParamSlot> slots;

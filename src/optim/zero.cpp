@@ -9,9 +9,10 @@ namespace vitkd {
 ShardedAdamW::ShardedAdamW(FlatParams& flat, torch::nn::Module& module, Communicator& comm,
                            int rank, const BucketOptions& bopt)
     : flat_(flat), comm_(comm), sharded_(bopt.sharded),
-      shard_(bopt.sharded ? flat.shard(rank) : Shard{0, flat.padded}), opt_(shard_) {
+      shard_(bopt.sharded ? flat.shard(rank) : Shard{0, flat.padded}),
+      opt_(shard_, flat.params.device(), bopt.kernel) {
   if (sharded_) {
-    grad_shard_ = torch::zeros({shard_.size}, torch::kFloat32);
+    grad_shard_ = torch::zeros({shard_.size}, flat.params.options());
     buckets_ = std::make_unique<GradBuckets>(flat, module, comm, rank, grad_shard_.data_ptr<float>(), bopt);
     buckets_->begin();
   }
@@ -33,13 +34,13 @@ MemoryFootprint ShardedAdamW::memory() const {
 int64_t ShardedAdamW::bucket_count() const { return buckets_ ? buckets_->count() : 1; }
 
 double ShardedAdamW::step(const AdamWHyper& h, double clip, PhaseTimes* times) {
-  float* grad = sharded_ ? grad_shard_.data_ptr<float>() : flat_.grads.data_ptr<float>();
+  const torch::Tensor grad = sharded_ ? grad_shard_ : flat_.grads;
   {
     ScopedPhase ph(times, Phase::CommWait);
     if (sharded_) {
       buckets_->finish();
     } else {
-      allreduce_sum_inplace(grad, flat_.padded);
+      allreduce_sum_inplace(flat_.grads);
       flat_.grads.mul_(1.0f / static_cast<float>(world().size));
     }
   }
@@ -50,8 +51,8 @@ double ShardedAdamW::step(const AdamWHyper& h, double clip, PhaseTimes* times) {
     norm = std::sqrt(sharded_ ? allreduce_sum(sq) : sq);
     if (!std::isfinite(norm)) return norm;  // every rank sees the same norm and skips
     const float scale = (clip > 0 && norm > clip) ? static_cast<float>(clip / (norm + 1e-6)) : 1.0f;
-    opt_.step(flat_.params.data_ptr<float>() + shard_.offset, grad,
-              flat_.decay_mask.data_ptr<float>() + shard_.offset, scale, h);
+    opt_.step(flat_.params.narrow(0, shard_.offset, shard_.size), grad,
+              flat_.decay_mask.narrow(0, shard_.offset, shard_.size), scale, h);
   }
   if (!sharded_) return norm;
   ScopedPhase ph(times, Phase::AllGather);

@@ -17,7 +17,7 @@ GlobalSelector::Decision GlobalSelector::select(const std::vector<int64_t>& indi
   const int64_t n = static_cast<int64_t>(indices.size());
   std::vector<double> mine(2 * n);
   if (n > 0) {
-    const auto pd = losses.detach().to(torch::kFloat64).contiguous();
+    const auto pd = losses.detach().to(torch::kCPU, torch::kFloat64).contiguous();  // one small copy
     for (int64_t i = 0; i < n; ++i) {
       mine[2 * i] = static_cast<double>(indices[i]);
       mine[2 * i + 1] = pd.data_ptr<double>()[i];

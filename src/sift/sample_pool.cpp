@@ -22,7 +22,7 @@ std::vector<float> SamplePool::logits() const {
   std::vector<float> out;
   for (auto& t : ts_)
     if (t.defined()) {
-      auto c = t.contiguous();
+      auto c = t.to(torch::kCPU).contiguous();
       out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
     }
   return out;

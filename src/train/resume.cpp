@@ -7,6 +7,24 @@
 #include "util/error.hpp"
 
 namespace vitkd {
+namespace {
+
+// The AdamW moments in host memory for the checkpoint code: the state itself
+// on the CPU, copies on a device (the file format is the same for both).
+struct HostMoments {
+  torch::Tensor m, v;
+  explicit HostMoments(const AdamW& a)
+      : m(a.m().to(torch::kCPU).contiguous()), v(a.v().to(torch::kCPU).contiguous()) {}
+  /// Copies loaded values back to the device (no-op when they are the state).
+  void store(AdamW& a) const {
+    if (!a.m().device().is_cpu()) {
+      a.m().copy_(m);
+      a.v().copy_(v);
+    }
+  }
+};
+
+}  // namespace
 
 std::string choose_resume(const Config& cfg, ViT& model, int64_t numel) {
   std::string chosen, error;
@@ -49,8 +67,11 @@ CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSet
   const TrainPlan& plan = s.plan;
   const CheckpointInfo info = read_checkpoint_info(path);
   AdamW& adam = s.opt->adamw();
-  OptimizerShard os{s.flat->numel, s.flat->padded, s.opt->shard(), adam.m(), adam.v(), adam.steps()};
+  HostMoments hm(adam);
+  OptimizerShard os{s.flat->numel, s.flat->padded, s.opt->shard(), hm.m.data_ptr<float>(),
+                    hm.v.data_ptr<float>(), adam.steps()};
   static_cast<TrainState&>(st) = load_training_checkpoint(path, s.student, os, w.rank, w.size);
+  hm.store(adam);
   if (st.global_batch != plan.global_batch) {
     const bool fits = st.global_batch % w.size == 0;
     throw UserError(path + " was written with a global batch of " + std::to_string(st.global_batch) +
@@ -78,9 +99,10 @@ CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSet
       t = torch::from_blob(const_cast<float*>(st.pool_logits.data()), {b.size(), st.logit_dim},
                            torch::kFloat32)
               .clone();
-    auto x = batch_input(b, s.meta, plan.augment);
+    auto x = batch_input(b, s.meta, plan.augment).to(plan.device);
+    if (t.defined()) t = t.to(plan.device);
     if (kd && !t.defined()) t = s.teacher->logits(x);
-    pool.add(x, batch_labels(b), t, torch::tensor(st.pool_index, torch::kLong));
+    pool.add(x, batch_labels(b).to(plan.device), t, torch::tensor(st.pool_index, torch::kLong));
   }
   log0("resume: from %s (written at %lld rank(s)): step %lld, epoch %lld, batch %lld of the epoch, "
        "%lld samples seen%s\n", path.c_str(), (long long)info.world_size, (long long)st.step,
@@ -145,9 +167,10 @@ std::string write_run_checkpoint(CheckpointKind kind, const Config& cfg, TrainSe
     out.pool_logits.resize(out.pool_index.size() * out.logit_dim, 0.0f);
   }
   AdamW& adam = s.opt->adamw();
+  HostMoments hm(adam);
   save_training_checkpoint(path, s.student, info, out,
-                           OptimizerShard{s.flat->numel, s.flat->padded, s.opt->shard(), adam.m(),
-                                          adam.v(), adam.steps()});
+                           OptimizerShard{s.flat->numel, s.flat->padded, s.opt->shard(),
+                                          hm.m.data_ptr<float>(), hm.v.data_ptr<float>(), adam.steps()});
   if (kind != CheckpointKind::Diagnostic && w.root())
     publish_checkpoint(cfg.run_out_dir, path, cfg.checkpoint_keep);
   barrier();

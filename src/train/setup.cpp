@@ -103,6 +103,7 @@ void echo_start(const Config& cfg, const std::string& origin, const TrainSetup& 
   log0("vitkd %s: %s on %d rank(s), %lld thread(s) per rank, compute %s; host kernels: Kokkos %s\n",
        VITKD_VERSION, cfg.run_mode.c_str(), world().size, (long long)s.plan.threads,
        cfg.precision_compute.c_str(), kokkos_describe().c_str());
+  log0("device: %s on rank 0\n", s.device.describe().c_str());
   log0("---- configuration (%s) ----\n%s----\n", origin.c_str(), s.config_text.c_str());
   log0("allocator: %s\n", kept_memory ? "freed memory stays in the process (no heap trimming)"
                                        : "left as configured (GLIBC_TUNABLES/MALLOC_* set, or not glibc)");
@@ -156,6 +157,8 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   const World& w = world();
   auto out = std::make_unique<TrainSetup>();
   TrainSetup& s = *out;
+  // First of all: the GPU must be current before anything touches CUDA.
+  s.device = select_device(cfg.run_device, cfg.dist_backend);
 
   // ---- validate everything before writing anything -------------------------
   s.meta = validate_dataset_collective(cfg.data_path);
@@ -169,7 +172,11 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
                     " ranks); lower data.batch_size or use more data");
   s.plan = plan_from_config(cfg, compute_threads(cfg));
   TrainPlan& plan = s.plan;
-  if (plan.distilling()) s.teacher = make_teacher(cfg, s.meta, plan.bf16);  // checks it fits the data
+  plan.device = s.device.torch_device();
+  if (plan.distilling()) {
+    s.teacher = make_teacher(cfg, s.meta, plan.bf16);  // checks it fits the data
+    s.teacher->to(plan.device);
+  }
   s.teacher_cache_file = cfg.distill_teacher_cache_file.empty() ? cfg.run_out_dir + "/teacher_logits.h5"
                                                                 : cfg.distill_teacher_cache_file;
   prepare_out_dir(cfg.run_out_dir);
@@ -183,10 +190,13 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   // ---- models: the seed fixes the student's initial weights ------------------
   if (plan.distilling()) log0("teacher: %s\n", s.teacher->describe().c_str());
   torch::manual_seed(static_cast<uint64_t>(cfg.run_seed));
-  s.student = ViT(s.spec);
+  s.student = ViT(s.spec);  // initialised on the CPU: the same weights on every device
+  s.student->to(plan.device);
   s.flat = std::make_unique<FlatParams>(*s.student, w.size);
-  broadcast_bytes(s.flat->params.data_ptr<float>(), s.flat->padded * 4, 0);  // identical start
-  s.comm = make_communicator(cfg.dist_backend);
+  broadcast_tensor(s.flat->params, 0);  // identical start
+  CommPlacement where;
+  where.device = plan.device;
+  s.comm = make_communicator(s.device.backend, where);
   BucketOptions bopt;
   bopt.bucket_bytes = static_cast<int64_t>(cfg.dist_bucket_mb * 1024 * 1024);
   bopt.wire = cfg.precision_reduce == "bf16" ? WireType::BF16 : WireType::F32;
@@ -218,9 +228,11 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
        (long long)plan.total_steps, (long long)plan.steps_per_epoch, (long long)G,
        (long long)cfg.optim_warmup_steps);
   // MFU ceiling: the bf16 matrix-product rate of one core (vitkd bench gemm).
+  // On a GPU: the device's rate shared by the rank's threads, so that the
+  // ceiling times the threads is the device's rate, as on the CPU.
   s.gemm_ceiling = cfg.train_mfu_ceiling;
   if (s.gemm_ceiling <= 0)
-    s.gemm_ceiling = allreduce_sum(measure_gemm_bf16_flops(0.5) / plan.threads) / w.size;
+    s.gemm_ceiling = allreduce_sum(measure_gemm_bf16_flops(0.5, plan.device) / plan.threads) / w.size;
   // Training FLOPs per trained sample: student forward + backward (3x forward)
   // plus the teacher's forward when distilling (matrix products only).
   s.flops_per_sample = 3.0 * s.spec.forward_flops() + (plan.distilling() ? s.teacher->forward_flops() : 0.0);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "comm/comm.hpp"
+#include "comm/device.hpp"
 #include "config/config.hpp"
 #include "data/augment.hpp"
 #include "data/dataset.hpp"
@@ -32,6 +33,7 @@ enum class SiftCriterion { CrossEntropy, Distillation };
 struct TrainPlan {
   RunMode mode = RunMode::Teacher;
   bool bf16 = true;                 ///< autocast matrix products to bf16
+  torch::Device device{torch::kCPU};  ///< where the models, buffers and batches live (run.device)
   SiftScope sift = SiftScope::Off;
   SiftCriterion criterion = SiftCriterion::CrossEntropy;
   int64_t sift_delay = 0;           ///< steps before sifting starts
@@ -55,6 +57,7 @@ struct TrainPlan {
 /// the heap: the optimizer and its gradient hooks refer to the others).
 struct TrainSetup {
   TrainPlan plan;
+  RunDevice device;                  ///< run.device and dist.backend, resolved
   DatasetMeta meta;
   ModelSpec spec;
   std::string config_text;           ///< the effective configuration as TOML

@@ -77,9 +77,14 @@ bool StepEngine::fill(bool sifting) {
     ScopedPhase ph(times_, Phase::DataWait);
     b = s_.train->next();
     if (!b) return false;
-    x = batch_input(*b, s_.meta, plan_.augment);
-    y = batch_labels(*b);
+    const bool gpu = plan_.device.is_cuda();
+    x = batch_input(*b, s_.meta, plan_.augment, /*pinned=*/gpu);
+    y = batch_labels(*b, /*pinned=*/gpu);
     if (faults_.corrupt(st_.step) && world().rank == 0) x.fill_(NAN);  // test-only: a corrupt batch
+    // The batch on the compute device (from page-locked memory, without
+    // waiting on a GPU); the sample indices stay on the host.
+    x = x.to(plan_.device, /*non_blocking=*/gpu);
+    y = y.to(plan_.device, /*non_blocking=*/gpu);
   }
   st_.data_batch = b->step + 1;
   auto idx_t = torch::tensor(b->indices, torch::kLong);
@@ -98,7 +103,7 @@ bool StepEngine::fill(bool sifting) {
   if (n > 0) {
     torch::NoGradGuard ng;
     ScopedPhase ph(times_, Phase::SiftForward);
-    AutocastBf16 ac(plan_.bf16);
+    AutocastBf16 ac(plan_.bf16, plan_.device.type());
     ViTOutput out = s_.student->forward(x);
     per = kd ? distill_loss_per_sample(out, t_logits, y, plan_.distill)
              : cross_entropy_per_sample(out.prediction(), y);
@@ -106,8 +111,9 @@ bool StepEngine::fill(bool sifting) {
   const std::vector<int64_t> rows = select(b->indices, per, b->epoch);
   if (!rows.empty()) {
     auto sel = torch::tensor(rows, torch::kLong);
-    pool_.add(x.index_select(0, sel), y.index_select(0, sel),
-              t_logits.defined() ? t_logits.index_select(0, sel) : torch::Tensor(),
+    auto sel_dev = sel.to(plan_.device);
+    pool_.add(x.index_select(0, sel_dev), y.index_select(0, sel_dev),
+              t_logits.defined() ? t_logits.index_select(0, sel_dev) : torch::Tensor(),
               idx_t.index_select(0, sel));
   }
   return true;
@@ -123,7 +129,7 @@ torch::Tensor StepEngine::teacher_sifted_loss(const ViTOutput& out, const PoolTa
   torch::Tensor ce;
   if (n > 0) {
     torch::NoGradGuard ng;
-    AutocastBf16 ac(plan_.bf16);
+    AutocastBf16 ac(plan_.bf16, plan_.device.type());
     ce = teacher_loss_per_sample(out, take.y);
   }
   std::vector<int64_t> rows;
@@ -137,16 +143,17 @@ torch::Tensor StepEngine::teacher_sifted_loss(const ViTOutput& out, const PoolTa
     rows = select(indices, ce, st_.data_epoch);
   }
   const bool every = static_cast<int64_t>(rows.size()) == n;
-  torch::Tensor sel = torch::tensor(rows, torch::kLong);
+  const torch::Tensor sel_host = torch::tensor(rows, torch::kLong);
+  const torch::Tensor sel = sel_host.to(plan_.device);
   torch::Tensor xk, ik;
   if (n > 0) {
     xk = every ? take.x : take.x.index_select(0, sel);
-    ik = every ? take.i : take.i.index_select(0, sel);
+    ik = every ? take.i : take.i.index_select(0, sel_host);
   }
   const torch::Tensor t = teacher_logits(xk, ik);
   if (n == 0) return torch::Tensor();
   ScopedPhase ph(times_, Phase::StudentForward);
-  AutocastBf16 ac(plan_.bf16);
+  AutocastBf16 ac(plan_.bf16, plan_.device.type());
   if (every) return distill_loss_per_sample(out, t, take.y, plan_.distill).mean();
   torch::Tensor per = teacher_loss_per_sample(out, take.y);
   if (!rows.empty()) {
@@ -171,7 +178,7 @@ void StepEngine::train(int64_t n, int64_t global_n, TeacherSource source) {
     // Test-only fault injection (util/test_faults.hpp): a straggler rank.
     if (faults_.slow_rank == world().rank)
       std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_ms));
-    AutocastBf16 ac(plan_.bf16);
+    AutocastBf16 ac(plan_.bf16, plan_.device.type());
     out = s_.student->forward(take.x);
   }
   torch::Tensor loss;
@@ -179,7 +186,7 @@ void StepEngine::train(int64_t n, int64_t global_n, TeacherSource source) {
     loss = teacher_sifted_loss(out, take, n);  // collective, also with n == 0
   } else if (n > 0) {
     ScopedPhase ph(times_, Phase::StudentForward);
-    AutocastBf16 ac(plan_.bf16);
+    AutocastBf16 ac(plan_.bf16, plan_.device.type());
     auto per = source == TeacherSource::None ? teacher_loss_per_sample(out, take.y)
                                              : distill_loss_per_sample(out, take.t, take.y, plan_.distill);
     loss = per.mean();

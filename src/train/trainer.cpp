@@ -95,6 +95,10 @@ int train_main(const Config& cfg, const std::string& origin) {
   const TestFaults& faults = TestFaults::get();
   install_preemption_handlers();
   PhaseTimes times;
+  if (s.device.cuda()) {  // GPU work is charged to the phase that queued it
+    times.sync = &synchronize_cuda;
+    times.sync_device = s.device.index;
+  }
   SamplePool pool;
   RunState st;
   st.seed = static_cast<uint64_t>(cfg.run_seed);

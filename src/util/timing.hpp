@@ -30,10 +30,17 @@ inline double seconds_since(Clock::time_point t0) {
 }
 
 /// Accumulates seconds per phase; `step` holds the current step's times and
-/// `total` the whole run's.
+/// `total` the whole run's. With `sync` set (a run on a GPU), each phase
+/// waits for the device at its start and end, so that queued GPU work is
+/// charged to the phase that queued it.
 struct PhaseTimes {
   std::array<double, kNumPhases> step{};
   std::array<double, kNumPhases> total{};
+  void (*sync)(int device) = nullptr;  ///< waits for device `sync_device` (null: host timing only)
+  int sync_device = 0;
+  void wait_for_device() const {
+    if (sync) sync(sync_device);
+  }
   void add(Phase p, double s) {
     step[static_cast<int>(p)] += s;
     total[static_cast<int>(p)] += s;
@@ -45,15 +52,21 @@ struct PhaseTimes {
 /// whose caller may not want timings pass the pointer through).
 class ScopedPhase {
  public:
-  ScopedPhase(PhaseTimes* t, Phase p) : t_(t), p_(p), t0_(Clock::now()) {}
+  ScopedPhase(PhaseTimes* t, Phase p) : t_(t), p_(p), t0_(start(t)) {}
   ScopedPhase(PhaseTimes& t, Phase p) : ScopedPhase(&t, p) {}
   ScopedPhase(const ScopedPhase&) = delete;
   ScopedPhase& operator=(const ScopedPhase&) = delete;
   ~ScopedPhase() {
-    if (t_) t_->add(p_, seconds_since(t0_));
+    if (!t_) return;
+    t_->wait_for_device();
+    t_->add(p_, seconds_since(t0_));
   }
 
  private:
+  static Clock::time_point start(const PhaseTimes* t) {
+    if (t) t->wait_for_device();
+    return Clock::now();
+  }
   PhaseTimes* t_;
   Phase p_;
   Clock::time_point t0_;

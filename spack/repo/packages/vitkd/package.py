@@ -58,9 +58,11 @@ class Vitkd(CMakePackage, CudaPackage):
     depends_on("hdf5+mpi")
     # vitkd runs Kokkos on the host (DefaultHostExecutionSpace): the
     # augmentation and AdamW kernels. Spack builds Kokkos Serial unless told
-    # otherwise, so ask for OpenMP (train.threads sets its thread count). A
-    # CUDA-enabled Kokkos would require nvcc_wrapper for every translation
-    # unit; the +cuda variant keeps Kokkos on the host for now.
+    # otherwise, so ask for OpenMP (train.threads sets its thread count). On
+    # GPUs the AdamW update runs as LibTorch kernels on the device
+    # (src/optim/adamw.hpp), so +cuda needs no Kokkos CUDA backend (which
+    # would also require nvcc_wrapper for every translation unit that
+    # includes Kokkos): Kokkos stays on the host in both variants.
     depends_on("kokkos+openmp~cuda")
     # LibTorch (TorchConfig.cmake ships in py-torch's site-packages/torch).
     depends_on("py-torch")
@@ -149,6 +151,7 @@ class Vitkd(CMakePackage, CudaPackage):
             # it on AUTO under Spack, so the result does not depend on what
             # happens to be installed on the build machine.
             self.define("VITKD_WITH_NCCL", "ON" if cuda else "OFF"),
+            self.define("VITKD_WITH_CUDA", "ON" if cuda else "OFF"),
             self.define("VITKD_BUILD_TESTS", bool(self.run_tests)),
         ]
         if cuda:

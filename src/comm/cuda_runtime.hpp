@@ -1,0 +1,19 @@
+#pragma once
+// The few CUDA-runtime calls vitkd makes itself, for translation units built
+// by the host compiler. In a build without the CUDA toolkit
+// (VITKD_HAVE_CUDART undefined) they behave as on a machine without GPUs.
+#include <string>
+
+namespace vitkd {
+
+/// Whether this vitkd was built against the CUDA runtime.
+bool cuda_runtime_built();
+/// Devices the CUDA runtime sees (cudaGetDeviceCount). Every failure (no
+/// driver, no device, driver too old, no CUDA runtime in the build) is 0
+/// devices, with the reason in `why` when given.
+int cuda_device_count(std::string* why = nullptr);
+/// Makes `device` current for this thread (cudaSetDevice); every later CUDA
+/// allocation of this rank, LibTorch's included, lands there.
+void cuda_set_device(int device);
+
+}  // namespace vitkd

@@ -1,0 +1,117 @@
+#include "comm/device.hpp"
+
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include "comm/cuda_runtime.hpp"
+#include "comm/world.hpp"
+#include "util/error.hpp"
+
+namespace vitkd {
+namespace {
+
+// Whether the LibTorch this vitkd was built against has CUDA (CMake defines
+// VITKD_TORCH_CUDA from the Torch package's TORCH_CUDA_LIBRARIES).
+#ifdef VITKD_TORCH_CUDA
+constexpr bool kTorchCuda = true;
+#else
+constexpr bool kTorchCuda = false;
+#endif
+
+#ifdef VITKD_HAVE_NCCL
+constexpr bool kNccl = true;
+#else
+constexpr bool kNccl = false;
+#endif
+
+// GPUs this rank can compute on: 0 unless LibTorch and the runtime both see them.
+int usable_gpus(std::string* why) {
+  if (!kTorchCuda) {
+    *why = std::string("this vitkd was built against LibTorch ") + TORCH_VERSION +
+           " without CUDA (CPU only)";
+    return 0;
+  }
+  std::string rt;
+  const int n = cuda_device_count(&rt);
+  if (n == 0 || !torch::cuda::is_available()) {
+    *why = "no CUDA GPU is visible on host " + world().host + " (" + (rt.empty() ? "LibTorch sees none" : rt) + ")";
+    return 0;
+  }
+  return n;
+}
+
+// Throws `msg` on the lowest rank whose `failed` is true; the other ranks go
+// on into the next collective, where that rank's abort ends them, so the
+// message reaches the user once even when every rank found the same problem.
+// Collective.
+void fail_on_first_rank(bool failed, const std::string& msg) {
+  const World& w = world();
+  const int64_t first = allreduce_min(static_cast<int64_t>(failed ? w.rank : w.size));
+  if (first == w.rank) throw UserError(msg, /*collective=*/false);
+  if (failed) barrier();  // never completes: the first failing rank's abort ends this rank
+}
+
+}  // namespace
+
+std::string RunDevice::name() const { return cuda() ? "cuda:" + std::to_string(index) : "cpu"; }
+
+std::string RunDevice::describe() const {
+  if (!cuda()) return "cpu";
+  return name() + " (" + std::to_string(visible_gpus) + " GPU(s) visible, " +
+         std::to_string(world().local_size) + " rank(s) on this node)";
+}
+
+RunDevice select_device(const std::string& device, const std::string& backend) {
+  const World& w = world();
+  RunDevice d;
+  std::string why;
+  d.visible_gpus = device == "cpu" ? 0 : usable_gpus(&why);
+  if (device == "cuda") {
+    // Hosts can differ, so some ranks alone may fail.
+    fail_on_first_rank(d.visible_gpus == 0,
+                       "run.device = \"cuda\", but " + why +
+                           "; run on GPU nodes with a CUDA build (README, GPUs) or set run.device = \"cpu\"");
+    d.kind = DeviceKind::Cuda;
+  } else if (device == "auto") {
+    // CUDA only when every rank has a GPU: one device type for the whole job.
+    d.kind = allreduce_min(static_cast<int64_t>(d.visible_gpus)) > 0 ? DeviceKind::Cuda : DeviceKind::Cpu;
+  } else if (device != "cpu") {
+    throw UserError("run.device = \"" + device + "\" is not one of \"auto\", \"cpu\", \"cuda\"");
+  }
+
+  if (backend == "auto") {
+    d.backend = d.cuda() && kNccl ? "nccl" : "mpi";
+  } else if (backend == "nccl") {
+    if (!d.cuda())
+      throw UserError("dist.backend = \"nccl\" reduces device memory, but this run computes on the CPU "
+                      "(run.device = \"" + device + "\"); use dist.backend = \"mpi\" (or \"auto\") on CPUs");
+    if (!kNccl)
+      throw UserError("dist.backend = \"nccl\", but this vitkd was built without NCCL "
+                      "(configure with -DVITKD_WITH_NCCL=ON and CUDA + NCCL installed); use \"mpi\"");
+    d.backend = "nccl";
+  } else if (backend == "mpi") {
+    d.backend = "mpi";
+  } else {
+    throw UserError("dist.backend = \"" + backend + "\" is not one of \"auto\", \"mpi\", \"nccl\"");
+  }
+
+  if (d.cuda()) {
+    fail_on_first_rank(d.backend == "nccl" && w.local_size > d.visible_gpus,
+                       std::to_string(w.local_size) + " ranks run on host " + w.host + ", which has " +
+                          std::to_string(d.visible_gpus) +
+                          " visible GPU(s); NCCL needs one GPU per rank: start at most " +
+                          std::to_string(d.visible_gpus) +
+                          " ranks per node (srun --gpus-per-task=1), or share GPUs with dist.backend = \"mpi\"");
+    d.index = w.local_rank % d.visible_gpus;
+    cuda_set_device(d.index);  // before any CUDA allocation of this rank
+  }
+  return d;
+}
+
+void synchronize(const RunDevice& d) {
+  if (d.cuda()) synchronize_cuda(d.index);
+}
+
+void synchronize_cuda(int index) { torch::cuda::synchronize(index); }
+
+}  // namespace vitkd

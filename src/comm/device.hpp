@@ -1,0 +1,49 @@
+#pragma once
+// The device a run computes on (run.device) and the gradient backend that
+// goes with it (dist.backend), chosen once at start-up, before anything
+// allocates device memory.
+//
+// A CUDA rank uses GPU (node-local rank mod visible GPUs): with the NCCL
+// backend each rank needs a GPU of its own (NCCL refuses two ranks on one
+// device), with the MPI backend ranks may share one (gradients are staged
+// through pinned host buffers).
+#include <torch/torch.h>
+
+#include <string>
+
+namespace vitkd {
+
+enum class DeviceKind { Cpu, Cuda };
+
+struct RunDevice {
+  DeviceKind kind = DeviceKind::Cpu;
+  int index = 0;              ///< CUDA device ordinal (0 on the CPU)
+  int visible_gpus = 0;       ///< CUDA devices this rank sees (0 without CUDA LibTorch)
+  std::string backend = "mpi";  ///< resolved dist.backend: "mpi" or "nccl"
+
+  bool cuda() const { return kind == DeviceKind::Cuda; }
+  torch::Device torch_device() const {
+    return cuda() ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index))
+                  : torch::Device(torch::kCPU);
+  }
+  /// "cpu" or "cuda:<index>"
+  std::string name() const;
+  /// One line for the start-up echo.
+  std::string describe() const;
+};
+
+/// Resolves run.device ("auto" | "cpu" | "cuda") and dist.backend ("auto" |
+/// "mpi" | "nccl") on every rank and makes the chosen GPU current. "auto"
+/// device: CUDA when LibTorch has CUDA and every rank sees a GPU; "auto"
+/// backend: NCCL on CUDA (when built with NCCL), MPI otherwise. Collective.
+/// Throws UserError (one line, exit 2) for: "cuda" without CUDA LibTorch or
+/// without a visible GPU, "nccl" on the CPU or in a build without NCCL, and
+/// more ranks on a node than GPUs with NCCL.
+RunDevice select_device(const std::string& device, const std::string& backend);
+
+/// Waits for all work queued on the device (no-op on the CPU).
+void synchronize(const RunDevice& d);
+/// Waits for all work queued on CUDA device `index` (PhaseTimes::sync).
+void synchronize_cuda(int index);
+
+}  // namespace vitkd
