@@ -23,6 +23,25 @@ TEST(Losses, CrossEntropyMatchesHandComputation) {
   EXPECT_NEAR(cross_entropy_per_sample(student().logits, label()).item<double>(), 0.40760596, 1e-6);
 }
 
+TEST(Losses, LabelSmoothingMatchesHandComputationAndPyTorch) {
+  // e = 0.1, K = 3: 0.9 * CE + 0.1 * mean_k(-log p_k)
+  //   = 0.9 * 0.40760596 + 0.1 * (2.40760596 + 1.40760596 + 0.40760596) / 3 = 0.50760596
+  EXPECT_NEAR(cross_entropy_per_sample(student().logits, label(), 0.1).item<double>(), 0.50760596, 1e-6);
+  // And LibTorch's own label_smoothing on random logits, per sample.
+  torch::manual_seed(2);
+  auto z = torch::randn({16, 10}) * 3;
+  auto y = torch::randint(0, 10, {16}, torch::kLong);
+  auto ref = torch::nn::functional::cross_entropy(
+      z, y, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(0.2).reduction(torch::kNone));
+  EXPECT_LT((cross_entropy_per_sample(z, y, 0.2) - ref).abs().max().item<double>(), 1e-5);
+  // The distillation loss's label term smooths too; e = 0 is plain CE.
+  DistillSpec spec;
+  spec.alpha = 0.0;
+  spec.label_smoothing = 0.1;
+  EXPECT_NEAR(distill_loss_per_sample(student(), teacher(), label(), spec).item<double>(), 0.50760596, 1e-6);
+  EXPECT_NEAR(cross_entropy_per_sample(student().logits, label(), 0.0).item<double>(), 0.40760596, 1e-6);
+}
+
 TEST(Losses, KlMatchesHandComputation) {
   // tau = 1: p_t = [0.66524096, 0.24472847, 0.09003057]; log p_t - log p_s = [2, 0, -2]
   //   KL = 2 * 0.66524096 - 2 * 0.09003057 = 1.15042078

@@ -263,6 +263,9 @@ void validate_config(const Config& c, const std::string& origin) {
   if (c.sift_enabled && c.sift_scope == "teacher" && c.run_mode != "distill")
     bad("sift.scope", "\"teacher\" selects the samples that get the teacher, so it needs run.mode = "
                       "\"distill\"; use sift.scope = \"sample\" in teacher mode");
+  if (!(c.train_label_smoothing >= 0 && c.train_label_smoothing < 1))
+    bad("train.label_smoothing", "must lie in [0, 1) (0 = off, 0.1 is usual), got " +
+                                     std::to_string(c.train_label_smoothing));
   if (!(c.sift_beta >= 0)) bad("sift.beta", "must be >= 0 (0 keeps every sample), got " + std::to_string(c.sift_beta));
   if (c.sift_history < 1) bad("sift.history", "must be at least 1, got " + std::to_string(c.sift_history));
   if (c.sift_delay < 0) bad("sift.delay", "must be >= 0");

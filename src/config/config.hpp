@@ -52,6 +52,7 @@ namespace vitkd {
   X(train, threads, int64_t, 0, "compute threads per rank (0 = cores / ranks on the node)") \
   X(train, timing_every_steps, int64_t, 50, "append the timing log (timing.h5) every N steps") \
   X(train, mfu_ceiling, double, 0.0, "bf16 FLOP/s per core for MFU (0 = measure 1 s at start-up)") \
+  X(train, label_smoothing, double, 0.0, "label smoothing e in [0, 1) of the cross-entropy against labels (0 = off)") \
   X(train, max_bad_steps, int64_t, 20, "stop (with a diagnostic checkpoint) after N consecutive NaN/Inf steps") \
   X(optim, lr, double, 1e-3, "peak learning rate")                                         \
   X(optim, weight_decay, double, 0.05, "AdamW decoupled weight decay")                     \

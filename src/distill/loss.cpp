@@ -2,9 +2,12 @@
 
 namespace vitkd {
 
-torch::Tensor cross_entropy_per_sample(const torch::Tensor& logits, const torch::Tensor& labels) {
+torch::Tensor cross_entropy_per_sample(const torch::Tensor& logits, const torch::Tensor& labels,
+                                       double smoothing) {
   auto logp = torch::log_softmax(logits.to(torch::kFloat32), -1);
-  return -logp.gather(1, labels.to(torch::kLong).unsqueeze(1)).squeeze(1);
+  auto nll = -logp.gather(1, labels.to(torch::kLong).unsqueeze(1)).squeeze(1);
+  if (smoothing <= 0.0) return nll;
+  return (1.0 - smoothing) * nll - smoothing * logp.mean(-1);
 }
 
 torch::Tensor kl_per_sample(const torch::Tensor& s, const torch::Tensor& t, double tau) {
@@ -13,14 +16,14 @@ torch::Tensor kl_per_sample(const torch::Tensor& s, const torch::Tensor& t, doub
   return (log_pt.exp() * (log_pt - log_ps)).sum(-1);
 }
 
-torch::Tensor teacher_loss_per_sample(const ViTOutput& out, const torch::Tensor& labels) {
-  return cross_entropy_per_sample(out.prediction(), labels);
+torch::Tensor teacher_loss_per_sample(const ViTOutput& out, const torch::Tensor& labels, double smoothing) {
+  return cross_entropy_per_sample(out.prediction(), labels, smoothing);
 }
 
 torch::Tensor distill_loss_per_sample(const ViTOutput& st, const torch::Tensor& teacher_logits,
                                       const torch::Tensor& labels, const DistillSpec& spec) {
   const auto& s_kd = st.dist_logits.defined() ? st.dist_logits : st.logits;
-  auto ce = cross_entropy_per_sample(st.logits, labels);
+  auto ce = cross_entropy_per_sample(st.logits, labels, spec.label_smoothing);
   if (spec.hard) {
     auto t_label = teacher_logits.argmax(-1);
     return 0.5 * ce + 0.5 * cross_entropy_per_sample(s_kd, t_label);

@@ -2,7 +2,8 @@
 // Training losses, per sample ([B] tensors in fp32) so that sifting can rank
 // samples; the trainer takes the mean. Logits are [B, K] (any float dtype).
 //
-//   CE(s, y)       = -log softmax(s)_y
+//   CE(s, y)       = -(1-e) log softmax(s)_y - e mean_k log softmax(s)_k
+//                    (e: label smoothing, train.label_smoothing; 0 = plain CE)
 //   soft(s, t, y)  = (1-a) CE(s_cls, y) + a tau^2 KL(softmax(t/tau) || softmax(s_kd/tau))
 //                    KL summed over classes (per-sample, i.e. "batchmean" after the mean)
 //   hard(s, t, y)  = 1/2 CE(s_cls, y) + 1/2 CE(s_kd, argmax t)           (DeiT)
@@ -18,13 +19,17 @@ struct DistillSpec {
   bool hard = false;         ///< hard (DeiT) instead of soft
   double temperature = 4.0;  ///< tau
   double alpha = 0.5;        ///< weight of the teacher term (soft)
+  double label_smoothing = 0.0;  ///< e of the CE terms against the labels (train.label_smoothing)
 };
 
-torch::Tensor cross_entropy_per_sample(const torch::Tensor& logits, const torch::Tensor& labels);
+/// CE against `labels`, with label smoothing `smoothing` (PyTorch's
+/// cross_entropy(label_smoothing=...): the target is (1-e) one-hot + e/K).
+torch::Tensor cross_entropy_per_sample(const torch::Tensor& logits, const torch::Tensor& labels,
+                                       double smoothing = 0.0);
 torch::Tensor kl_per_sample(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
                             double temperature);
 /// Teacher-mode loss: CE of the prediction (mean of heads with a dist token).
-torch::Tensor teacher_loss_per_sample(const ViTOutput& out, const torch::Tensor& labels);
+torch::Tensor teacher_loss_per_sample(const ViTOutput& out, const torch::Tensor& labels, double smoothing = 0.0);
 /// Distillation loss; `teacher_logits` [B, K].
 torch::Tensor distill_loss_per_sample(const ViTOutput& student, const torch::Tensor& teacher_logits,
                                       const torch::Tensor& labels, const DistillSpec& spec);

@@ -79,6 +79,7 @@ TrainPlan plan_from_config(const Config& cfg, int64_t threads) {
   p.distill.hard = cfg.distill_kind == "hard";
   p.distill.temperature = cfg.distill_temperature;
   p.distill.alpha = cfg.distill_alpha;
+  p.distill.label_smoothing = cfg.train_label_smoothing;
   p.augment.enabled = cfg.data_augment;
   p.augment.pad = cfg.data_crop_pad;
   p.augment.flip = cfg.data_flip;

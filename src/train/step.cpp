@@ -155,7 +155,7 @@ torch::Tensor StepEngine::teacher_sifted_loss(const ViTOutput& out, const PoolTa
   ScopedPhase ph(times_, Phase::StudentForward);
   AutocastBf16 ac(plan_.bf16, plan_.device.type());
   if (every) return distill_loss_per_sample(out, t, take.y, plan_.distill).mean();
-  torch::Tensor per = teacher_loss_per_sample(out, take.y);
+  torch::Tensor per = teacher_loss_per_sample(out, take.y, plan_.distill.label_smoothing);
   if (!rows.empty()) {
     ViTOutput kept{out.logits.index_select(0, sel),
                    out.dist_logits.defined() ? out.dist_logits.index_select(0, sel) : torch::Tensor()};
@@ -187,7 +187,7 @@ void StepEngine::train(int64_t n, int64_t global_n, TeacherSource source) {
   } else if (n > 0) {
     ScopedPhase ph(times_, Phase::StudentForward);
     AutocastBf16 ac(plan_.bf16, plan_.device.type());
-    auto per = source == TeacherSource::None ? teacher_loss_per_sample(out, take.y)
+    auto per = source == TeacherSource::None ? teacher_loss_per_sample(out, take.y, plan_.distill.label_smoothing)
                                              : distill_loss_per_sample(out, take.t, take.y, plan_.distill);
     loss = per.mean();
   }
