@@ -9,7 +9,9 @@ one section per run and a scaling table across them.
 
 Sections per run: phase breakdown, per-rank load balance, step-time variability
 (spikes, periodic patterns), heat maps, training curves, achieved FLOP/s and
-MFU, CPU use. A RUN_DIR may also be the path of a timing.h5 file itself.
+MFU, CPU use, and time to accuracy (from RUN_DIR/result.json's
+time_to_accuracy: per threshold the first evaluation at or above it; n/a
+for a result.json written before vitkd recorded it). A RUN_DIR may also be the path of a timing.h5 file itself.
 
 Exit status: 0 on success, 2 when an input is missing or is not a vitkd-timing
 v1 file (one line on stderr naming the file).
@@ -657,6 +659,43 @@ def period_lines(A):
     return out
 
 
+def tta_rows(result):
+    """The time-to-accuracy table's rows from result.json, or None when it has
+    no time_to_accuracy list (no result.json, or one from an older vitkd)."""
+    tta = result.get("time_to_accuracy") if isinstance(result, dict) else None
+    if not isinstance(tta, list):
+        return None
+    rows = []
+    for e in tta:
+        e = e if isinstance(e, dict) else {}
+        reached = e.get("reached") is True
+        rows.append([f(_num(e.get("threshold")), ".4f"),
+                     f(_num(e.get("step")), ".0f") if reached else "not reached",
+                     f(_num(e.get("samples_seen")), ".0f") if reached else NA,
+                     f(_num(e.get("train_seconds")), ".1f", " s") if reached else NA,
+                     f(_num(e.get("elapsed_seconds")), ".1f", " s") if reached else NA])
+    return rows
+
+
+def tta_section(run, label):
+    """Section 8 (markdown lines) and its stdout lines."""
+    L = ["### 8. Time to accuracy", ""]
+    rows = tta_rows(run.result)
+    if rows is None:
+        line = ("Time to accuracy: n/a (no result.json beside the timing log)" if not run.result else
+                "Time to accuracy: n/a (this result.json has no time_to_accuracy: written by a "
+                "vitkd before train.accuracy_thresholds)")
+        return L + [line, ""], [line]
+    evals = run.result.get("evaluations")
+    n = len(evals) if isinstance(evals, list) else NA
+    L += ["From result.json: for each of train.accuracy_thresholds, the first test evaluation "
+          "(train.eval_every_steps, train.eval_every_epochs) whose top-1 is at or above it. Train "
+          "time leaves the evaluations out, elapsed time includes them; both count from the start of "
+          f"training (earlier runs of a resumed job included). Evaluations: {n}.", ""]
+    tbl = md_table(["threshold", "step", "samples seen", "train time", "elapsed time"], rows)
+    return L + tbl + [""], [f"== {label}: time to accuracy ({n} evaluations) =="] + tbl
+
+
 def run_section(run, A, label, prefix, out_dir, skip):
     L = []
     stdout = []
@@ -865,7 +904,8 @@ def run_section(run, A, label, prefix, out_dir, skip):
         + (", ".join(str(r) for r in flagged) if flagged else
            ("none" if A["data_wait_share"] is not None else NA)))
     add("")
-    return L, stdout
+    tl, ts = tta_section(run, label)
+    return L + tl, stdout + ts
 
 
 def scaling_section(runs, analyses, labels):

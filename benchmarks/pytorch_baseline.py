@@ -78,8 +78,9 @@ communication and the bookkeeping around it differ):
     0 means cores / ranks; jobs/env.sh sets OMP_NUM_THREADS=1);
   * no sifting, no timing log (vitkd also allreduces the step's loss every
     step for it; this script only every --log-every steps), no MFU probe, no
-    checkpoint, no per-epoch evaluation: --eval evaluates once, after
-    training, outside the timed region;
+    checkpoint; --eval evaluates once, after training, outside the timed
+    region, and --eval-every-epoch after each epoch (its time left out of
+    train_seconds and images_per_second);
   * with --grad-clip 0 the norm is not computed and nothing is skipped;
   * images_per_second leaves out the first --warmup-timing-steps steps
     (vitkd's counts every step): the timed region starts at a barrier before
@@ -90,6 +91,29 @@ communication and the bookkeeping around it differ):
     evaluations); timed_steps, timed_samples and timed_seconds say what
     images_per_second was measured on;
   * --fp32 stands for vitkd's precision.compute = "fp32".
+
+The recipe's knobs that vitkd also has (same defaults as vitkd's keys):
+--init (model.init), --decay (model.decay), --norm-eps (model.norm_eps),
+--min-lr (optim.min_lr, 0 allowed), --grad-clip (optim.grad_clip, 0 = off),
+and --warmup-fraction F, warm-up over a fraction of the total steps (rounded;
+overrides --warmup-steps). `--recipe plain` is the plain PyTorch recipe:
+--init torch (what nn.Linear and nn.MultiheadAttention give: kaiming-uniform
+Linear weights and biases, xavier-uniform qkv (MHA's in_proj_weight) with zero
+qkv and output-projection biases, position embedding randn * 0.02, zero
+class/distillation tokens), --warmup-fraction 0.1, --min-lr 0 (cosine to 0),
+--grad-clip 0, --decay all (weight decay on every parameter), --norm-eps 1e-5;
+a flag given explicitly still wins over the preset. In vitkd's keys:
+model.init = "torch", model.decay = "all", model.norm_eps = 1e-5,
+optim.grad_clip = 0, optim.min_lr = 0, optim.warmup_steps = 10 % of the steps
+(jobs/bench/tta.sh runs both).
+
+Time to accuracy: --eval-every-epoch evaluates test top-1 after every epoch
+(and at the last step when --max-steps ends an epoch early), and result.json
+then gets vitkd's `evaluations` (step, epoch, samples_seen, train_seconds =
+training time without evaluations, elapsed_seconds = with them, test_top1) and
+`time_to_accuracy` (per --accuracy-thresholds value: the first evaluation at
+or above it; null fields when none). Times are rank 0's. train_seconds and
+timed_seconds leave the evaluations out.
 """
 import argparse
 import json
@@ -131,6 +155,13 @@ def parse_args(argv=None):
     p.add_argument("--mlp-ratio", type=float, default=4.0)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--dist-token", action="store_true", help="DeiT distillation token and head")
+    p.add_argument("--norm-eps", type=float, default=1e-6, help="LayerNorm epsilon")
+    p.add_argument("--init", choices=("trunc_normal", "torch"), default="trunc_normal",
+                   help="weight initialisation (vitkd's model.init)")
+    p.add_argument("--decay", choices=("matrices", "all"), default="matrices",
+                   help="weight decay on >= 2-D weights except tokens and pos_embed, or on all")
+    p.add_argument("--recipe", choices=("vitkd", "plain"), default="vitkd",
+                   help="plain: the plain PyTorch recipe (see the top of this file)")
     # data / training
     p.add_argument("--batch-size", type=int, default=64, help="samples per rank per step")
     p.add_argument("--drop-last", action="store_true", help="drop the last partial global batch")
@@ -142,6 +173,8 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--min-lr", type=float, default=1e-5)
     p.add_argument("--warmup-steps", type=int, default=100)
+    p.add_argument("--warmup-fraction", type=float, default=None,
+                   help="warm-up over this fraction of the total steps (overrides --warmup-steps)")
     p.add_argument("--weight-decay", type=float, default=0.05)
     p.add_argument("--beta1", type=float, default=0.9)
     p.add_argument("--beta2", type=float, default=0.999)
@@ -150,6 +183,10 @@ def parse_args(argv=None):
     p.add_argument("--fp32", action="store_true", help="no bf16 autocast")
     # reporting
     p.add_argument("--eval", action="store_true", help="test top-1 after training")
+    p.add_argument("--eval-every-epoch", action="store_true",
+                   help="test top-1 after every epoch; evaluations and time_to_accuracy in result.json")
+    p.add_argument("--accuracy-thresholds", default="0.85,0.87,0.88,0.89,0.90",
+                   help="comma-separated test top-1 levels for time_to_accuracy")
     p.add_argument("--log-every", type=int, default=50, help="progress line every N steps")
     p.add_argument("--warmup-timing-steps", type=int, default=3,
                    help="steps left out of images_per_second")
@@ -157,7 +194,20 @@ def parse_args(argv=None):
     p.add_argument("--nproc", type=int, default=1,
                    help="without torch.distributed.run: spawn this many ranks "
                         "(torch.multiprocessing)")
+    if p.parse_known_args(argv)[0].recipe == "plain":
+        p.set_defaults(**PLAIN_RECIPE)  # explicit flags still win
     a = p.parse_args(argv)
+    try:
+        a.accuracy_thresholds = [float(t) for t in a.accuracy_thresholds.split(",") if t.strip()]
+    except ValueError:
+        p.error(f"--accuracy-thresholds: not a comma-separated list of numbers: "
+                f"{a.accuracy_thresholds!r}")
+    if not all(0 < t <= 1 for t in a.accuracy_thresholds):
+        p.error("--accuracy-thresholds: every threshold must be in (0, 1]")
+    if a.warmup_fraction is not None and not 0 <= a.warmup_fraction <= 1:
+        p.error("--warmup-fraction must be in [0, 1]")
+    if not 0 < a.norm_eps < 1 or a.min_lr < 0 or a.grad_clip < 0:
+        p.error("--norm-eps must be in (0, 1), --min-lr and --grad-clip >= 0")
     if a.mode == "distill" and not a.teacher:
         p.error("--mode distill needs --teacher CHECKPOINT.h5")
     if a.image_size % a.patch or a.dim % a.heads:
@@ -165,6 +215,11 @@ def parse_args(argv=None):
     if min(a.batch_size, a.epochs, a.log_every, a.nproc) < 1 or a.max_steps < 0:
         p.error("--batch-size, --epochs, --log-every and --nproc must be >= 1, --max-steps >= 0")
     return a
+
+
+# --recipe plain: the defaults it sets.
+PLAIN_RECIPE = dict(init="torch", warmup_fraction=0.1, min_lr=0.0, grad_clip=0.0, decay="all",
+                    norm_eps=1e-5)
 
 
 def free_port():
@@ -217,8 +272,43 @@ def init_like_vitkd(model):
                 p.normal_(0.0, 0.02).clamp_(-0.04, 0.04)
 
 
-def decays(name, p):
+def init_like_torch(model):
+    """vitkd's model.init = "torch": a plain PyTorch ViT's defaults, with the
+    qkv projection as nn.MultiheadAttention's in_proj."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.fill_(0.0 if name.endswith(".bias") else 1.0)
+            elif name.endswith(("cls_token", "dist_token")):
+                p.zero_()
+            elif name.endswith("pos_embed"):
+                p.normal_(0.0, 0.02)
+            elif name.endswith("attn.qkv.weight"):
+                nn.init.xavier_uniform_(p)
+            elif name.endswith(("attn.qkv.bias", "attn.proj.bias")):
+                p.zero_()
+            else:  # nn.Linear: U(+-1/sqrt(fan_in)) for weight and bias
+                fan_in = model.get_parameter(name[:-len("bias")] + "weight").shape[1] \
+                    if name.endswith(".bias") else p.shape[1]
+                bound = 1.0 / math.sqrt(fan_in)
+                p.uniform_(-bound, bound)
+
+
+def decays(name, p, scope="matrices"):
+    if scope == "all":
+        return True
     return p.dim() >= 2 and not name.endswith(("cls_token", "dist_token", "pos_embed"))
+
+
+def time_to_accuracy(evaluations, thresholds):
+    """vitkd's time_to_accuracy: per threshold the first evaluation at or above it."""
+    out = []
+    for t in thresholds:
+        e = next((e for e in evaluations if e["test_top1"] >= t), None)
+        out.append({"threshold": t, "reached": e is not None,
+                    **{k: (e[k] if e else None)
+                       for k in ("step", "samples_seen", "train_seconds", "elapsed_seconds")}})
+    return out
 
 
 def schedule_lr(seen, warmup, total, peak, floor):
@@ -297,15 +387,16 @@ def train(args):
     t_setup = time.perf_counter()
 
     train_x, train_y = load_split(args.data, "train")
-    test_x, test_y = (load_split(args.data, "test") if args.eval else (None, None))
+    test_x, test_y = (load_split(args.data, "test") if args.eval or args.eval_every_epoch
+                      else (None, None))
     n, c, h, w = train_x.shape
     if (c, h, w) != (args.channels, args.image_size, args.image_size):
         raise SystemExit(f"{args.data}: images are {c}x{h}x{w}, the model expects "
                          f"{args.channels}x{args.image_size}x{args.image_size}")
 
     vit = vitkd_model.ViT(args.image_size, args.channels, args.patch, args.dim, args.depth,
-                          args.heads, args.mlp_ratio, args.classes, args.dist_token)
-    init_like_vitkd(vit)
+                          args.heads, args.mlp_ratio, args.classes, args.dist_token, args.norm_eps)
+    (init_like_torch if args.init == "torch" else init_like_vitkd)(vit)
     parameters = sum(p.numel() for p in vit.parameters())
     model = DDP(Heads(vit))  # broadcasts rank 0's weights
 
@@ -321,9 +412,10 @@ def train(args):
 
     named = list(model.module.vit.named_parameters())
     groups = [
-        {"params": [p for nm, p in named if decays(nm, p)], "weight_decay": args.weight_decay},
-        {"params": [p for nm, p in named if not decays(nm, p)], "weight_decay": 0.0},
+        {"params": [p for nm, p in named if decays(nm, p, args.decay)], "weight_decay": args.weight_decay},
+        {"params": [p for nm, p in named if not decays(nm, p, args.decay)], "weight_decay": 0.0},
     ]
+    groups = [g for g in groups if g["params"]]
     opt = ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=args.lr,
                                   betas=(args.beta1, args.beta2), eps=args.eps,
                                   weight_decay=args.weight_decay)
@@ -337,6 +429,8 @@ def train(args):
         total_steps = min(total_steps, args.max_steps)
     total_samples = min(float(n) * args.epochs,
                         float(args.max_steps) * G if args.max_steps > 0 else math.inf)
+    if args.warmup_fraction is not None:
+        args.warmup_steps = int(round(args.warmup_fraction * total_steps))
     warmup_samples = float(args.warmup_steps) * G
     timing_start = min(args.warmup_timing_steps, max(total_steps - 1, 0))
 
@@ -344,11 +438,14 @@ def train(args):
          f"{'fp32' if args.fp32 else 'bf16 autocast'}, mode {args.mode}"
          + (f" ({args.kind})" if teacher is not None else ""))
     log0(f"model: dim {args.dim} depth {args.depth} heads {args.heads} patch {args.patch} "
-         f"dist_token {args.dist_token}: {parameters} parameters"
+         f"dist_token {args.dist_token} norm_eps {args.norm_eps:g} init {args.init}: "
+         f"{parameters} parameters"
          + (f"; teacher {sum(p.numel() for p in teacher.parameters())} parameters"
             if teacher is not None else ""))
     log0(f"schedule: {total_steps} steps ({steps_per_epoch} per epoch, global batch {G}), "
-         f"warm-up {args.warmup_steps} steps; timing from step {timing_start + 1}")
+         f"warm-up {args.warmup_steps} steps, lr {args.lr:g} -> {args.min_lr:g}, grad clip "
+         f"{args.grad_clip:g}, weight decay {args.weight_decay:g} on {args.decay}; "
+         f"timing from step {timing_start + 1}")
     log0(f"setup took {time.perf_counter() - t_setup:.1f} s")
 
     step = samples_seen = samples_trained = timed_samples = skipped = 0
@@ -358,6 +455,27 @@ def train(args):
     t_timed = None
     stop = False
     epochs_done = 0
+    evaluations = []
+    eval_seconds = eval_seconds_timed = 0.0  # evaluation time, all of it / since t_timed
+
+    def evaluate_now(epoch):
+        """Test top-1 now, recorded with the step, samples and times (vitkd's EvalRecord)."""
+        nonlocal eval_seconds, eval_seconds_timed
+        if evaluations and evaluations[-1]["step"] == step:
+            return evaluations[-1]["test_top1"]  # same weights
+        t0 = time.perf_counter()
+        elapsed = t0 - t_train
+        top1 = evaluate(model.module.vit, test_x, test_y, max(args.batch_size, 256), rank, world,
+                        autocast_ctx)
+        evaluations.append({"step": step, "epoch": epoch, "samples_seen": samples_seen,
+                            "train_seconds": elapsed - eval_seconds, "elapsed_seconds": elapsed,
+                            "test_top1": top1})
+        dt = time.perf_counter() - t0
+        eval_seconds += dt
+        if t_timed is not None:
+            eval_seconds_timed += dt
+        return top1
+
     dist.barrier()
     t_train = time.perf_counter()
     t_window, window_samples = t_train, 0
@@ -421,20 +539,23 @@ def train(args):
                 stop = True
                 break
         epochs_done = epoch + 1
+        if args.eval_every_epoch:
+            log0(f"epoch {epochs_done}: test top-1 {evaluate_now(epoch):.4f}")
         if stop:
             break
     dist.barrier()
     t_end = time.perf_counter()
-    times = torch.tensor([t_end - t_timed, t_end - t_train], dtype=torch.float64)
+    times = torch.tensor([t_end - t_timed - eval_seconds_timed, t_end - t_train - eval_seconds],
+                         dtype=torch.float64)
     dist.all_reduce(times, op=dist.ReduceOp.MAX)
     timed_seconds, train_seconds = float(times[0]), float(times[1])
     ips = timed_samples / max(timed_seconds, 1e-9)
 
     test_top1 = None
-    if args.eval:
-        test_top1 = evaluate(model.module.vit, test_x, test_y, max(args.batch_size, 256),
-                             rank, world, autocast_ctx)
-        log0(f"test top-1 {test_top1:.4f}")
+    if args.eval or args.eval_every_epoch:
+        test_top1 = evaluate_now(epochs_done - 1)
+        if not args.eval_every_epoch:
+            log0(f"test top-1 {test_top1:.4f}")
 
     if rank == 0:
         result = {
@@ -459,6 +580,11 @@ def train(args):
             "teacher_parameters": (sum(p.numel() for p in teacher.parameters())
                                    if teacher is not None else 0),
             "compute": "fp32" if args.fp32 else "bf16",
+            "recipe": {k: getattr(args, k) for k in
+                       ("recipe", "init", "decay", "norm_eps", "lr", "min_lr", "warmup_steps",
+                        "weight_decay", "grad_clip")},
+            "evaluations": evaluations,
+            "time_to_accuracy": time_to_accuracy(evaluations, args.accuracy_thresholds),
         }
         if args.out:
             d = os.path.dirname(os.path.abspath(args.out))

@@ -40,8 +40,11 @@ TrainState some_state() {
   st.teacher_forwards = 700;
   st.bad_steps = 1;
   st.train_seconds = 12.5;
+  st.eval_seconds = 2.25;
   st.complete = true;
   st.top1_per_epoch = {0.5, 0.6, 0.625};
+  st.evaluations = {{10, 0, 130, 3.5, 4.0, 0.5}, {25, 1, 325, 7.25, 8.5, 0.6},
+                    {42, 2, 546, 10.25, 12.5, 0.625}};
   st.sift_history = {3.0, 1.0, 2.0, 0.5};
   st.pool_index = {7, 3, 11, 40, 2};
   st.logit_dim = 4;
@@ -121,10 +124,49 @@ TEST(Checkpoint, TrainingCheckpointReadsBackEveryField) {
   EXPECT_EQ(rs.train_seconds, st.train_seconds);
   EXPECT_EQ(rs.complete, st.complete);
   EXPECT_EQ(rs.top1_per_epoch, st.top1_per_epoch);
+  EXPECT_EQ(rs.eval_seconds, st.eval_seconds);
+  ASSERT_EQ(rs.evaluations.size(), st.evaluations.size());
+  for (size_t i = 0; i < st.evaluations.size(); ++i) {
+    const EvalRecord &x = rs.evaluations[i], &y = st.evaluations[i];
+    EXPECT_EQ(x.step, y.step) << i;
+    EXPECT_EQ(x.epoch, y.epoch) << i;
+    EXPECT_EQ(x.samples_seen, y.samples_seen) << i;
+    EXPECT_EQ(x.train_seconds, y.train_seconds) << i;
+    EXPECT_EQ(x.elapsed_seconds, y.elapsed_seconds) << i;
+    EXPECT_EQ(x.test_top1, y.test_top1) << i;
+  }
   EXPECT_EQ(rs.sift_history, st.sift_history);
   EXPECT_EQ(rs.pool_index, st.pool_index);
   EXPECT_EQ(rs.logit_dim, st.logit_dim);
   EXPECT_EQ(rs.pool_logits, st.pool_logits);
+}
+
+TEST(Checkpoint, OlderCheckpointsWithoutEvaluationsLoadWithNone) {
+  TempDir tmp;
+  const std::string path = tmp / "old.h5";
+  torch::manual_seed(1);
+  ViT model(odd_spec());
+  FlatParams flat(*model, 1);
+  std::vector<float> m(flat.padded, 0.0f), v(flat.padded, 0.0f);
+  OptimizerShard os{flat.numel, flat.padded, flat.shard(0), m.data(), v.data(), 1};
+  save_training_checkpoint(path, model, some_info(odd_spec()), some_state(), os);
+  {  // what a checkpoint written before evaluations were recorded lacks
+    H5Obj f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    ASSERT_GE(H5Ldelete(f, "/state/evaluations", H5P_DEFAULT), 0);
+    ASSERT_GE(H5Adelete(f, "eval_seconds"), 0);
+  }
+  const TrainState rs = load_training_checkpoint(path, model, os, 0, 1);
+  EXPECT_TRUE(rs.evaluations.empty());
+  EXPECT_EQ(rs.eval_seconds, 0.0);
+  EXPECT_EQ(rs.top1_per_epoch, some_state().top1_per_epoch);
+
+  {  // a malformed one is named
+    H5Obj f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    std::vector<double> rows(8, 0.0);
+    h5_write(f, "/state/evaluations", rows.data(), {2, 4});
+  }
+  const auto e = user_error_of([&] { load_training_checkpoint(path, model, os, 0, 1); });
+  EXPECT_NE(e.find("/state/evaluations"), std::string::npos) << e;
 }
 
 TEST(Checkpoint, MomentsLoadByRangeAtAnyRankCountAndPoolsSplitEvenly) {

@@ -109,3 +109,33 @@ TEST(Config, EchoKeepsEveryCharacterOfStrings) {
   EXPECT_EQ(d.run_out_dir, "q\"b\\s\x01\t");
   EXPECT_EQ(config_to_toml(c), config_to_toml(d));
 }
+
+TEST(Config, AccuracyThresholdsAreAListOfFractions) {
+  Config c = parse_config("", "empty.toml");
+  EXPECT_EQ(c.train_accuracy_thresholds, (std::vector<double>{0.85, 0.87, 0.88, 0.89, 0.90}));
+  EXPECT_EQ(c.train_eval_every_steps, 0);
+  c = parse_config("[train]\naccuracy_thresholds = [0.5, 1]\neval_every_steps = 20\n", "t.toml");
+  EXPECT_EQ(c.train_accuracy_thresholds, (std::vector<double>{0.5, 1.0}));  // an integer is a float
+  EXPECT_EQ(c.train_eval_every_steps, 20);
+  c = parse_config("", "t.toml", {"train.accuracy_thresholds=[0.7,0.75]"});
+  EXPECT_EQ(c.train_accuracy_thresholds, (std::vector<double>{0.7, 0.75}));
+  c = parse_config("", "t.toml", {"train.accuracy_thresholds=[]"});
+  EXPECT_TRUE(c.train_accuracy_thresholds.empty());
+  // The echo parses back to the same list.
+  const Config d = parse_config("", "t.toml", {"train.accuracy_thresholds=[0.1, 0.30000000000000004]"});
+  EXPECT_EQ(parse_config(config_to_toml(d), "echo.toml").train_accuracy_thresholds,
+            d.train_accuracy_thresholds);
+
+  for (const char* bad : {"[0.9, 1.5]", "[0]", "[-0.2]", "[nan]"}) {
+    const auto e = error_of("", {std::string("train.accuracy_thresholds=") + bad});
+    EXPECT_NE(e.find("invalid value for 'train.accuracy_thresholds'"), std::string::npos) << bad << ": " << e;
+    EXPECT_NE(e.find("(0, 1]"), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  for (const char* bad : {"0.9", "[\"a\"]", "[[0.5]]"}) {
+    const auto e = error_of("", {std::string("train.accuracy_thresholds=") + bad});
+    EXPECT_NE(e.find("'train.accuracy_thresholds' must be an array of floats"), std::string::npos)
+        << bad << ": " << e;
+  }
+  EXPECT_NE(error_of("[train]\neval_every_steps = -1\n").find("train.eval_every_steps"), std::string::npos);
+}

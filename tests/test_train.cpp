@@ -10,6 +10,7 @@
 #include "fixtures.hpp"
 #include "io/checkpoint.hpp"
 #include "optim/flat_params.hpp"
+#include "train/report.hpp"
 #include "train/resume.hpp"
 #include "util/error.hpp"
 
@@ -83,4 +84,31 @@ TEST(ResumedSchedule, EqualIsFinishedLongerExtendsShorterIsAnErrorNamingTheStep)
   plan.total_steps = 12;
   const std::string e = user_error_of([&] { check_resumed_schedule("c.h5", cfg, plan, st); });
   EXPECT_NE(e.find("c.h5 is at step 20, beyond this schedule of 12 steps"), std::string::npos) << e;
+}
+
+TEST(TimeToAccuracy, EachThresholdTakesTheFirstEvaluationAtOrAboveIt) {
+  // step, epoch, samples_seen, train_seconds, elapsed_seconds, test_top1; the
+  // accuracy dips after step 20, so a threshold met twice takes the first time.
+  const std::vector<EvalRecord> evals = {{10, 0, 80, 1.0, 1.5, 0.80}, {20, 0, 160, 2.0, 3.0, 0.875},
+                                         {30, 1, 240, 3.0, 4.5, 0.86}, {40, 1, 320, 4.0, 6.0, 0.9}};
+  EXPECT_EQ(first_reaching(evals, {0.5, 0.86, 0.875, 0.9, 0.95}),
+            (std::vector<int64_t>{0, 1, 1, 3, -1}));
+  EXPECT_EQ(first_reaching({}, {0.5}), (std::vector<int64_t>{-1}));
+
+  const auto tta = time_to_accuracy_json(evals, {0.87, 0.95});
+  ASSERT_EQ(tta.size(), 2u);
+  EXPECT_EQ(tta[0].inline_str(),
+            "{\"threshold\": 0.87, \"reached\": true, \"step\": 20, \"samples_seen\": 160, "
+            "\"train_seconds\": 2, \"elapsed_seconds\": 3}");
+  EXPECT_EQ(tta[1].inline_str(),
+            "{\"threshold\": 0.95, \"reached\": false, \"step\": null, \"samples_seen\": null, "
+            "\"train_seconds\": null, \"elapsed_seconds\": null}");
+  const auto ev = evaluations_json(evals);
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(ev[2].inline_str(),
+            "{\"step\": 30, \"epoch\": 1, \"samples_seen\": 240, \"train_seconds\": 3, "
+            "\"elapsed_seconds\": 4.5, \"test_top1\": 0.86}");
+  JsonObject r;
+  r.set("a", int64_t(1)).set("evaluations", ev).set("none", std::vector<JsonObject>{});
+  EXPECT_NE(r.str().find("\"none\": []"), std::string::npos) << r.str();
 }

@@ -21,6 +21,7 @@ template <> const char* type_name<std::string>() { return "string"; }
 template <> const char* type_name<int64_t>() { return "integer"; }
 template <> const char* type_name<double>() { return "float"; }
 template <> const char* type_name<bool>() { return "bool"; }
+template <> const char* type_name<std::vector<double>>() { return "array of floats"; }
 
 // A TOML basic string with escapes. (toml++ 3.3 prints a string holding a
 // newline as a multi-line literal string, and TOML drops a newline right
@@ -58,6 +59,11 @@ std::string to_toml(double v) {
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
 }
+std::string to_toml(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + to_toml(v[i]);
+  return s + "]";
+}
 
 // Reads one node into `out`; returns false on a type mismatch.
 bool read_node(const toml::node& n, std::string& out) {
@@ -76,6 +82,15 @@ bool read_node(const toml::node& n, double& out) {
 bool read_node(const toml::node& n, bool& out) {
   if (auto v = n.value_exact<bool>()) { out = *v; return true; }
   return false;
+}
+bool read_node(const toml::node& n, std::vector<double>& out) {
+  const toml::array* a = n.as_array();
+  if (!a) return false;
+  std::vector<double> v(a->size());
+  for (size_t i = 0; i < a->size(); ++i)
+    if (!read_node(*a->get(i), v[i])) return false;
+  out = std::move(v);
+  return true;
 }
 
 // Calls f(section, key, field) for every field of the table.
@@ -215,6 +230,7 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     if (!read_node(*n, field)) {
       std::ostringstream got;
       got << n->type();
+      if (n->is_array()) got << " with an element that is not a number";
       throw UserError(origin + ": key '" + std::string(s) + "." + k + "' must be " +
                       with_article(type_name<T>()) + ", got " + with_article(got.str()) +
                       "; e.g. " + std::string(s) + "." + k + " = " + to_toml(field));
@@ -302,6 +318,11 @@ void validate_config(const Config& c, const std::string& origin) {
   if (c.train_epochs < 1) bad("train.epochs", "must be at least 1");
   if (c.train_max_steps < 0) bad("train.max_steps", "must be >= 0 (0 = no limit)");
   if (c.train_eval_every_epochs < 0) bad("train.eval_every_epochs", "must be >= 0");
+  if (c.train_eval_every_steps < 0) bad("train.eval_every_steps", "must be >= 0 (0 = off)");
+  for (const double t : c.train_accuracy_thresholds)
+    if (!(t > 0 && t <= 1))
+      bad("train.accuracy_thresholds", "every threshold must be in (0, 1] (a test top-1 fraction), got " +
+                                           to_toml(t));
   if (c.train_log_every_steps < 1) bad("train.log_every_steps", "must be at least 1");
   if (c.train_timing_every_steps < 1) bad("train.timing_every_steps", "must be at least 1");
   if (!(c.train_mfu_ceiling >= 0)) bad("train.mfu_ceiling", "must be >= 0 (0 = measure)");

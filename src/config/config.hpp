@@ -9,7 +9,8 @@
 
 namespace vitkd {
 
-// X(section, key, C++ type, default, help)
+// X(section, key, C++ type, default, help); the types are std::string,
+// int64_t, double, bool and std::vector<double> (a TOML array of numbers).
 #define VITKD_CONFIG_TABLE(X)                                                              \
   X(run, mode, std::string, "teacher", "\"teacher\" (cross-entropy) or \"distill\"")       \
   X(run, out_dir, std::string, "runs/default", "directory for everything the run writes")  \
@@ -47,6 +48,9 @@ namespace vitkd {
   X(train, epochs, int64_t, 3, "passes over the training data")                            \
   X(train, max_steps, int64_t, 0, "stop after this many optimizer steps (0 = no limit)")   \
   X(train, eval_every_epochs, int64_t, 1, "test top-1 every N epochs (0 = only at the end)") \
+  X(train, eval_every_steps, int64_t, 0, "also test top-1 every N optimizer steps (0 = off)") \
+  X(train, accuracy_thresholds, std::vector<double>, (std::vector<double>{0.85, 0.87, 0.88, 0.89, 0.90}), \
+    "test top-1 levels whose first crossing result.json reports (time_to_accuracy); each in (0, 1]") \
   X(train, final_eval, bool, true, "evaluate after the last epoch (off for throughput benchmarks)") \
   X(train, log_every_steps, int64_t, 50, "progress line every N steps (rank 0)")           \
   X(train, threads, int64_t, 0, "compute threads per rank (0 = cores / ranks on the node)") \
@@ -91,7 +95,7 @@ struct Config {
 /// One entry of the table, for help text and suggestions.
 struct ConfigKeyInfo {
   std::string name;  ///< "section.key"
-  std::string type;  ///< "string" | "integer" | "float" | "bool"
+  std::string type;  ///< "string" | "integer" | "float" | "bool" | "array of floats"
   std::string def;   ///< default, as TOML
   std::string help;
 };

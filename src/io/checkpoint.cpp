@@ -87,6 +87,23 @@ bool file_exists(const std::string& p) {
   return stat(p.c_str(), &st) == 0;
 }
 
+// EvalRecords <-> the rows of /state/evaluations (kEvalRecordColumns each).
+std::vector<double> eval_rows(const std::vector<EvalRecord>& evals) {
+  std::vector<double> rows;
+  for (const EvalRecord& e : evals)
+    rows.insert(rows.end(), {double(e.step), double(e.epoch), double(e.samples_seen), e.train_seconds,
+                             e.elapsed_seconds, e.test_top1});
+  return rows;
+}
+std::vector<EvalRecord> eval_records(const std::vector<double>& rows) {
+  std::vector<EvalRecord> evals(rows.size() / kEvalRecordColumns);
+  for (size_t i = 0; i < evals.size(); ++i) {
+    const double* r = &rows[i * kEvalRecordColumns];
+    evals[i] = {int64_t(r[0]), int64_t(r[1]), int64_t(r[2]), r[3], r[4], r[5]};
+  }
+  return evals;
+}
+
 }  // namespace
 
 namespace {
@@ -147,6 +164,7 @@ void save_training_checkpoint(const std::string& path, ViT& model, const Checkpo
     h5_attr_write(f, "teacher_forwards", st.teacher_forwards);
     h5_attr_write(f, "bad_steps", st.bad_steps);
     h5_attr_write(f, "train_seconds", st.train_seconds);
+    h5_attr_write(f, "eval_seconds", st.eval_seconds);
     h5_attr_write(f, "complete", static_cast<int64_t>(st.complete));
 
     // Weights: the datasets are created collectively, rank 0 writes the data.
@@ -212,6 +230,12 @@ void save_training_checkpoint(const std::string& path, ViT& model, const Checkpo
       H5Obj d = h5_create_dataset(f, "/state/test_top1_per_epoch", H5T_NATIVE_DOUBLE,
                                   {static_cast<int64_t>(st.top1_per_epoch.size())});
       if (w.root()) h5_write_slab(d, 0, st.top1_per_epoch.size(), st.top1_per_epoch.data(), false);
+    }
+    {
+      const std::vector<double> rows = eval_rows(st.evaluations);
+      const int64_t n = static_cast<int64_t>(st.evaluations.size());
+      H5Obj d = h5_create_dataset(f, "/state/evaluations", H5T_NATIVE_DOUBLE, {n, kEvalRecordColumns});
+      if (w.root()) h5_write_slab(d, 0, n, rows.data(), false);
     }
     f.close();  // collective: every rank has finished writing when it returns
   }
@@ -356,6 +380,12 @@ CheckpointInfo validate_training_checkpoint(const std::string& path, ViT& model,
                       std::to_string(pi.dims[0]) + " pooled samples; the checkpoint is corrupt");
   }
   expect("/state/test_top1_per_epoch", H5T_FLOAT, 1, 0);
+  if (h5_exists(f, "/state/evaluations")) {  // optional: older checkpoints lack it
+    auto di = h5_dataset_info(f, "/state/evaluations");
+    if (di.type_class != H5T_FLOAT || di.dims.size() != 2 || di.dims[1] != kEvalRecordColumns)
+      throw UserError(path + ": /state/evaluations is " + di.describe() + ", expected float64 [n," +
+                      std::to_string(kEvalRecordColumns) + "]; the checkpoint is corrupt");
+  }
   return info;
 }
 
@@ -380,6 +410,13 @@ TrainState load_training_checkpoint(const std::string& path, ViT& model, Optimiz
   st.complete = h5_attr_int(f, "complete") != 0;
   h5_read(f, "/sift/history", st.sift_history);
   h5_read(f, "/state/test_top1_per_epoch", st.top1_per_epoch);
+  // Older checkpoints lack both: no evaluations recorded, none of the time evaluating.
+  st.eval_seconds = h5_attr_exists(f, "eval_seconds") ? h5_attr_double(f, "eval_seconds") : 0.0;
+  if (h5_exists(f, "/state/evaluations")) {
+    std::vector<double> rows;
+    h5_read(f, "/state/evaluations", rows);
+    st.evaluations = eval_records(rows);
+  }
 
   // Moments: this rank's range of the (possibly differently padded) buffer;
   // elements past the real parameters are padding and stay zero.

@@ -15,6 +15,11 @@
 //   /sift/pool_counts           int64 [world_size]: how many of them each rank holds
 //   /sift/pool_teacher_logits   float32 [n, classes], only with sift.criterion = "kd"
 //   /state/test_top1_per_epoch  float64 [e]
+//   /state/evaluations          float64 [n, 6]: every test evaluation so far (EvalRecord),
+//                               one row each, oldest first, columns: step, epoch,
+//                               samples_seen, train_seconds, elapsed_seconds, test_top1.
+//                               Optional: a checkpoint without it (older files)
+//                               reads as no evaluations.
 // Attributes on "/":
 //   format, format_version, vitkd_version, mode ("teacher"|"distill"),
 //   config (the effective configuration as TOML), step (optimizer steps done),
@@ -25,7 +30,8 @@
 //   data_epoch and data_batch (the data cursor: global batches of data_epoch
 //   already read), samples_seen, samples_trained, samples_kept (samples the
 //   sifting rule kept; read as samples_trained when absent), teacher_forwards, bad_steps,
-//   train_seconds, complete (1 when the schedule has finished).
+//   train_seconds, complete (1 when the schedule has finished), eval_seconds
+//   (of train_seconds, the time spent evaluating; read as 0 when absent).
 // There is no RNG state to save: every random choice (data order,
 // augmentation, sifting) is a counter-based function of (seed, epoch, index).
 //
@@ -60,6 +66,18 @@ struct CheckpointInfo {
   bool has_state = false;  ///< written by `vitkd train` with optimizer and data state
 };
 
+/// One test evaluation (train.eval_every_steps, train.eval_every_epochs).
+struct EvalRecord {
+  int64_t step = 0;            ///< optimizer steps done when it ran
+  int64_t epoch = 0;           ///< the epoch it ran in or at the end of (0-based)
+  int64_t samples_seen = 0;    ///< samples read by then, all ranks
+  double train_seconds = 0;    ///< training wall time by then, evaluations excluded
+  double elapsed_seconds = 0;  ///< training wall time by then, evaluations included
+  double test_top1 = 0;
+};
+/// Columns of /state/evaluations, in EvalRecord's order.
+constexpr int64_t kEvalRecordColumns = 6;
+
 /// Everything besides weights and optimizer moments that a resume needs.
 struct TrainState {
   uint64_t seed = 0;
@@ -71,8 +89,10 @@ struct TrainState {
   int64_t teacher_forwards = 0;  ///< all ranks together
   int64_t bad_steps = 0;         ///< non-finite steps skipped so far
   double train_seconds = 0;      ///< training wall time before this run
+  double eval_seconds = 0;       ///< of which evaluating
   bool complete = false;         ///< the schedule has finished
   std::vector<double> top1_per_epoch;
+  std::vector<EvalRecord> evaluations;  ///< oldest first
   std::vector<double> sift_history;  ///< oldest first
   /// This rank's pooled (kept, untrained) samples: split indices, and their
   /// teacher logits [n, logit_dim] row-major when sifting computed them.

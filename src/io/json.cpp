@@ -64,6 +64,21 @@ JsonObject& JsonObject::set(const std::string& k, const std::vector<std::string>
   return raw(k, s + "]");
 }
 
+JsonObject& JsonObject::set(const std::string& k, const std::vector<JsonObject>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ",\n    " : "\n    ") + v[i].inline_str();
+  return raw(k, s + (v.empty() ? "]" : "\n  ]"));
+}
+
+JsonObject& JsonObject::set_null(const std::string& k) { return raw(k, "null"); }
+
+std::string JsonObject::inline_str() const {
+  std::string s = "{";
+  for (size_t i = 0; i < items_.size(); ++i)
+    s += (i ? ", " : "") + json_escape(items_[i].first) + ": " + items_[i].second;
+  return s + "}";
+}
+
 std::string JsonObject::str() const {
   std::string s = "{\n";
   for (size_t i = 0; i < items_.size(); ++i)

@@ -1,5 +1,6 @@
 #pragma once
-// A flat JSON object writer for result.json (keys in insertion order).
+// A JSON object writer for result.json (keys in insertion order; values are
+// numbers, strings, booleans, null, lists of them, or lists of objects).
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -17,7 +18,13 @@ class JsonObject {
   JsonObject& set(const std::string& key, bool v);
   JsonObject& set(const std::string& key, const std::vector<double>& v);
   JsonObject& set(const std::string& key, const std::vector<std::string>& v);
+  /// A list of objects, each written on one line.
+  JsonObject& set(const std::string& key, const std::vector<JsonObject>& v);
+  JsonObject& set_null(const std::string& key);
+  /// The object on several lines (one key a line), as result.json is written.
   std::string str() const;
+  /// The object on one line.
+  std::string inline_str() const;
   /// Writes atomically (tmp + rename).
   void write(const std::string& path) const;
 

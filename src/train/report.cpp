@@ -42,6 +42,51 @@ void close_loss_window(RunState& st) {
   if (sums[1] > 0) st.logged_loss = sums[0] / sums[1];
 }
 
+std::vector<int64_t> first_reaching(const std::vector<EvalRecord>& evals,
+                                    const std::vector<double>& thresholds) {
+  std::vector<int64_t> first(thresholds.size(), -1);
+  for (size_t t = 0; t < thresholds.size(); ++t)
+    for (size_t i = 0; i < evals.size() && first[t] < 0; ++i)
+      if (evals[i].test_top1 >= thresholds[t]) first[t] = static_cast<int64_t>(i);
+  return first;
+}
+
+std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals) {
+  std::vector<JsonObject> out;
+  for (const EvalRecord& e : evals) {
+    JsonObject o;
+    o.set("step", e.step)
+        .set("epoch", e.epoch)
+        .set("samples_seen", e.samples_seen)
+        .set("train_seconds", e.train_seconds)
+        .set("elapsed_seconds", e.elapsed_seconds)
+        .set("test_top1", e.test_top1);
+    out.push_back(o);
+  }
+  return out;
+}
+
+std::vector<JsonObject> time_to_accuracy_json(const std::vector<EvalRecord>& evals,
+                                              const std::vector<double>& thresholds) {
+  const std::vector<int64_t> first = first_reaching(evals, thresholds);
+  std::vector<JsonObject> out;
+  for (size_t t = 0; t < thresholds.size(); ++t) {
+    JsonObject o;
+    o.set("threshold", thresholds[t]).set("reached", first[t] >= 0);
+    if (first[t] >= 0) {
+      const EvalRecord& e = evals[first[t]];
+      o.set("step", e.step)
+          .set("samples_seen", e.samples_seen)
+          .set("train_seconds", e.train_seconds)
+          .set("elapsed_seconds", e.elapsed_seconds);
+    } else {
+      for (const char* k : {"step", "samples_seen", "train_seconds", "elapsed_seconds"}) o.set_null(k);
+    }
+    out.push_back(o);
+  }
+  return out;
+}
+
 void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunTiming& t,
                 TeacherTargets* targets, const std::string& resumed_from, int64_t extended_from) {
   const World& w = world();
@@ -90,6 +135,8 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("threads_per_rank", s.plan.threads)
         .set("compute", cfg.precision_compute);
     r.set("phase_seconds_rank0", t.phase_seconds);
+    r.set("evaluations", evaluations_json(st.evaluations))
+        .set("time_to_accuracy", time_to_accuracy_json(st.evaluations, cfg.train_accuracy_thresholds));
     r.write(cfg.run_out_dir + "/result.json");
   }
   log0("done: %lld steps, %lld epochs, test top-1 %.4f, %.0f img/s, %.1f s -> %s/result.json\n",

@@ -7,6 +7,7 @@
 
 #include "config/config.hpp"
 #include "distill/targets.hpp"
+#include "io/json.hpp"
 #include "train/run_state.hpp"
 #include "train/setup.hpp"
 #include "util/timing.hpp"
@@ -35,6 +36,18 @@ struct RunTiming {
   std::vector<double> epoch_seconds;  ///< wall time of each epoch of this run, evaluation excluded
   std::vector<double> phase_seconds;  ///< rank 0's seconds per Phase
 };
+
+/// For each of `thresholds`, the index in `evals` of the first evaluation
+/// whose test top-1 is at or above it, or -1 when none is.
+std::vector<int64_t> first_reaching(const std::vector<EvalRecord>& evals,
+                                    const std::vector<double>& thresholds);
+
+/// result.json's `evaluations` (one object per evaluation) and
+/// `time_to_accuracy` (one per threshold: the first evaluation reaching it,
+/// null fields when none did).
+std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals);
+std::vector<JsonObject> time_to_accuracy_json(const std::vector<EvalRecord>& evals,
+                                              const std::vector<double>& thresholds);
 
 /// Collective: sums the per-rank counters; rank 0 writes out_dir/result.json
 /// and prints the closing line. `targets` is null in teacher mode.

@@ -157,6 +157,9 @@ std::string write_run_checkpoint(CheckpointKind kind, const Config& cfg, TrainSe
   TrainState out = st;  // the checkpointed part, then what lives elsewhere
   out.teacher_forwards = allreduce_sum(st.teacher_forwards);
   out.train_seconds = st.train_seconds + run_seconds;
+  // The slowest rank's, so that the stored time evaluating is never less than
+  // what rank 0 counted by its last evaluation.
+  out.eval_seconds = st.eval_seconds + allreduce_max(times.total[static_cast<int>(Phase::Eval)]);
   out.complete = kind == CheckpointKind::Final;
   out.sift_history = selector.sifter().history().ordered();
   out.pool_index = pool.indices();

@@ -30,8 +30,10 @@ struct RunState : TrainState {
   // TrainState, live: the data cursor (data_epoch, data_batch), the sample
   // counters, bad_steps and top1_per_epoch as they are now. Exceptions:
   // teacher_forwards counts this rank's teacher samples (a checkpoint stores
-  // the sum over ranks); train_seconds is the training time of earlier runs
-  // of this job (a checkpoint adds this run's); sift_history and pool_* are
+  // the sum over ranks); train_seconds and eval_seconds are the training and
+  // evaluation times of earlier runs of this job (a checkpoint adds this
+  // run's); evaluations holds every evaluation of the job, this run's
+  // included, in the order they ran; sift_history and pool_* are
   // filled only when a checkpoint is read or written (their live copies are
   // the sifting selector and the sample pool).
   int64_t step = 0;         ///< optimizer steps done

@@ -61,10 +61,32 @@ std::unique_ptr<TeacherTargets> make_targets(const Config& cfg, TrainSetup& s) {
   return std::make_unique<TeacherTargets>(*s.teacher, std::move(cache));
 }
 
+// Test top-1 of the model as it is now, appended to st.evaluations with the
+// step, the samples seen and the training time so far (this run's counted
+// from t_train). An evaluation at the step of the last one reuses it: the
+// weights are the same.
+double evaluate_now(TrainSetup& s, RunState& st, PhaseTimes& times, int64_t epoch,
+                    Clock::time_point t_train) {
+  if (!st.evaluations.empty() && st.evaluations.back().step == st.step) return st.evaluations.back().test_top1;
+  double& eval_total = times.total[static_cast<int>(Phase::Eval)];
+  EvalRecord e;
+  e.step = st.step;
+  e.epoch = epoch;
+  e.samples_seen = st.samples_seen;
+  e.elapsed_seconds = st.train_seconds + seconds_since(t_train);
+  e.train_seconds = e.elapsed_seconds - (st.eval_seconds + eval_total);
+  {
+    ScopedPhase ph(times, Phase::Eval);
+    e.test_top1 = evaluate(s.student, *s.test, s.meta, s.plan.bf16);
+  }
+  st.evaluations.push_back(e);
+  return e.test_top1;
+}
+
 // Test top-1 after an epoch: recorded in the state and the timing log.
-void evaluate_epoch(TrainSetup& s, RunState& st, TimingLog& tlog, PhaseTimes& times, int64_t epoch) {
-  ScopedPhase ph(times, Phase::Eval);
-  st.test_top1 = evaluate(s.student, *s.test, s.meta, s.plan.bf16);
+void evaluate_epoch(TrainSetup& s, RunState& st, TimingLog& tlog, PhaseTimes& times, int64_t epoch,
+                    Clock::time_point t_train) {
+  st.test_top1 = evaluate_now(s, st, times, epoch, t_train);
   st.top1_per_epoch.push_back(st.test_top1);
   tlog.record_eval(st.step, epoch, st.test_top1);
   log0("epoch %lld: test top-1 %.4f\n", (long long)epoch + 1, st.test_top1);
@@ -133,6 +155,7 @@ int train_main(const Config& cfg, const std::string& origin) {
     st.data_epoch = epoch;
     if (epoch != start_epoch) st.data_batch = 0;
     const auto t_epoch = Clock::now();
+    const double eval_before = times.total[static_cast<int>(Phase::Eval)];
     s.train->begin_epoch(epoch, st.data_batch);
     for (StepOutcome outcome = StepOutcome::Trained; outcome == StepOutcome::Trained;) {
       if (faults.kill_rank == w.rank && faults.kill_step == st.step) std::raise(SIGKILL);  // test-only
@@ -150,6 +173,8 @@ int train_main(const Config& cfg, const std::string& origin) {
         abort_bad_steps(cfg, write_run_checkpoint(CheckpointKind::Diagnostic, cfg, s, st, selector, pool,
                                                   seconds_since(t_train), times),
                         st.bad_run, st.step);
+      if (cfg.train_eval_every_steps > 0 && st.step % cfg.train_eval_every_steps == 0)
+        log0("step %lld: test top-1 %.4f\n", (long long)st.step, evaluate_now(s, st, times, epoch, t_train));
       if (preempt) {
         write_run_checkpoint(CheckpointKind::Preempted, cfg, s, st, selector, pool,
                              seconds_since(t_train), times);
@@ -175,10 +200,12 @@ int train_main(const Config& cfg, const std::string& origin) {
       st.data_epoch = epoch + 1;
       st.data_batch = 0;
     }
-    timing.epoch_seconds.push_back(seconds_since(t_epoch));
+    // Evaluation excluded (train.eval_every_steps evaluates within the epoch).
+    timing.epoch_seconds.push_back(seconds_since(t_epoch) -
+                                   (times.total[static_cast<int>(Phase::Eval)] - eval_before));
     const bool last = (stop || epoch + 1 == plan.epochs) && cfg.train_final_eval;
     if (last || (cfg.train_eval_every_epochs > 0 && (epoch + 1) % cfg.train_eval_every_epochs == 0))
-      evaluate_epoch(s, st, tlog, times, epoch);
+      evaluate_epoch(s, st, tlog, times, epoch, t_train);
   }
   close_loss_window(st);
   tlog.flush();

@@ -13,12 +13,15 @@ report.py on them with the same interpreter and checks what it reports:
                every other step (period 2) and is the largest phase; one spike.
   ws1/, ws2/   1 and 2 ranks, fixed per-rank batch, for the scaling table
                (ws1 has no /eval group and no GEMM ceiling).
-  tiny/        1 rank, 2 steps, empty /eval: renders with n/a.
+               straggler/ has a result.json with time_to_accuracy (one threshold
+               reached, one not), ws2/ one without it (an older vitkd's).
+  tiny/        1 rank, 2 steps, empty /eval, no result.json: renders with n/a.
   empty/       attributes only, no datasets: renders with n/a.
   badformat/   wrong `format` attribute; missing/: no timing.h5 -> exit 2.
 
 Exits 1 if any check fails, and prints one line per check plus a summary.
 """
+import json
 import os
 import re
 import shutil
@@ -130,6 +133,24 @@ def scaling_run(work, name, ranks, step):
                  eval_rows=None if ranks == 1 else ((20, 0, 0.8),), gemm=None if ranks == 1 else 2.0e11)
 
 
+def write_result(run_dir, result):
+    with open(os.path.join(run_dir, "result.json"), "w") as fh:
+        json.dump(result, fh)
+
+
+# Evaluations of the straggler run; 0.85 is first reached at step 20 (again at 40).
+EVALS = [{"step": 10, "epoch": 0, "samples_seen": 320, "train_seconds": 0.75, "elapsed_seconds": 1.0,
+          "test_top1": 0.8},
+         {"step": 20, "epoch": 0, "samples_seen": 640, "train_seconds": 1.5, "elapsed_seconds": 2.0,
+          "test_top1": 0.86},
+         {"step": 40, "epoch": 1, "samples_seen": 1280, "train_seconds": 3.0, "elapsed_seconds": 4.5,
+          "test_top1": 0.87}]
+TTA = [{"threshold": 0.85, "reached": True, "step": 20, "samples_seen": 640, "train_seconds": 1.5,
+        "elapsed_seconds": 2.0},
+       {"threshold": 0.9, "reached": False, "step": None, "samples_seen": None, "train_seconds": None,
+        "elapsed_seconds": None}]
+
+
 def tiny_run(work):
     t = np.zeros((2, 1, len(PHASES)))
     t[:, :, P["backward"]] = 0.1
@@ -175,6 +196,9 @@ def main():
     scaling_run(work, "ws1", 1, 0.20)
     scaling_run(work, "ws2", 2, 0.22)
     tiny_run(work)
+    write_result(os.path.join(work, "straggler"), {"test_top1": 0.87, "evaluations": EVALS,
+                                                   "time_to_accuracy": TTA})
+    write_result(os.path.join(work, "ws2"), {"test_top1": 0.8, "train_seconds": 5.0})
     check = Checks()
 
     # (a) straggler run
@@ -209,6 +233,13 @@ def main():
     check("MFU reported", line(md, r"^\| MFU \| [\d.]+% \|") is not None)
     check("stdout carries the phase table and slowest phase",
           "Slowest phase: backward" in p.stdout and "| backward |" in p.stdout)
+    check("time to accuracy: 0.85 first reached at step 20",
+          line(md, r"^\| 0\.8500 \| 20 \| 640 \| 1\.5 s \| 2\.0 s \|$") is not None,
+          md.split("### 8.")[-1][:600])
+    check("time to accuracy: 0.90 not reached",
+          line(md, r"^\| 0\.9000 \| not reached \| n/a \| n/a \| n/a \|$") is not None)
+    check("time to accuracy on stdout, with the evaluation count",
+          "time to accuracy (3 evaluations)" in p.stdout and "| 0.8500 | 20 |" in p.stdout)
 
     # (b) scaling
     out = os.path.join(work, "scaling")
@@ -234,12 +265,15 @@ def main():
           f"missing {missing}")
     check("scaling: ws1 without /eval renders n/a", "test top-1: n/a" in md)
     check("scaling: single rank imbalance is n/a", "Most imbalanced rank: n/a (single rank)" in md)
+    check("scaling: a result.json without time_to_accuracy renders n/a",
+          "Time to accuracy: n/a (this result.json has no time_to_accuracy" in md)
 
     # tiny run: fewer steps than the warm-up skip, empty /eval
     p = report(src, os.path.join(work, "tiny"))
     check("tiny: exit 0", p.returncode == 0, p.stderr.strip()[-2000:])
     md = open(os.path.join(work, "tiny", "report.md")).read() if p.returncode == 0 else ""
     check("tiny: renders with n/a and notes the kept warm-up", "n/a" in md and "warm-up step(s) are kept" in md)
+    check("tiny: no result.json, time to accuracy n/a", "Time to accuracy: n/a (no result.json" in md)
 
     # attributes only: no datasets at all
     empty = os.path.join(work, "empty", "timing.h5")
