@@ -361,6 +361,42 @@ torch::Tensor head(const std::vector<float>& v, int64_t n) {
 }
 }  // namespace
 
+// Buckets tile the buffer from its end, each inside one rank's shard (one
+// reduce, one ncclReduce) unless a single bucket holds the whole buffer (one
+// reduce-scatter); a parameter across a shard boundary completes both
+// buckets it overlaps, so every bucket still starts during backward.
+TEST(MpiZero, BucketsLieInsideOneShardOrAreTheWholeBuffer) {
+  const int P = world().size, r = world().rank;
+  for (int64_t bytes : {int64_t(25) << 20, int64_t(4096), int64_t(1000), int64_t(4)}) {
+    torch::manual_seed(5);
+    ViT model(odd_spec());
+    FlatParams flat(*model, P);
+    auto comm = make_communicator("mpi");
+    BucketOptions bopt;
+    bopt.bucket_bytes = bytes;
+    ShardedAdamW opt(flat, *model, *comm, r, bopt);
+    const auto ranges = opt.buckets().ranges();
+    int64_t end = flat.padded;
+    const int64_t S = flat.padded / P;
+    for (const Shard& b : ranges) {
+      EXPECT_EQ(b.offset + b.size, end) << "bucket bytes " << bytes;  // contiguous, descending
+      EXPECT_GT(b.size, 0);
+      const bool whole = b.offset == 0 && b.size == flat.padded;
+      EXPECT_TRUE(whole || b.offset / S == (b.offset + b.size - 1) / S)
+          << "bucket [" << b.offset << ", " << b.offset + b.size << ") spans shards of " << S;
+      end = b.offset;
+    }
+    EXPECT_EQ(end, 0);
+    if (bytes >= flat.padded * 4) EXPECT_EQ(ranges.size(), 1u);
+    // Every bucket completes during backward (hooks), none is left to finish().
+    opt.begin_backward();
+    torch::nn::functional::cross_entropy(model->forward(torch::randn({5, 1, 8, 8})).logits,
+                                         torch::randint(0, 4, {5}, torch::kLong)).backward();
+    EXPECT_EQ(opt.buckets().launched_in_backward(), static_cast<int64_t>(ranges.size())) << bytes;
+    opt.step(AdamWHyper(), 1.0);
+  }
+}
+
 // The step as it runs on a GPU, exercised on the CPU: gradients and
 // parameters staged through separate host buffers around MPI (what the MPI
 // backend does with device memory) and AdamW as tensor kernels (what runs on

@@ -29,20 +29,37 @@ GradBuckets::GradBuckets(FlatParams& flat, torch::nn::Module& module, Communicat
     : flat_(flat), comm_(comm), rank_(rank), grad_shard_(grad_shard), opt_(opt) {
   const int64_t target = std::max<int64_t>(1, opt.bucket_bytes / 4);
   // Walk the parameters from the last one; bucket 0 ends at the padded end.
-  std::vector<size_t> bucket_of(flat.slots.size());
-  Bucket cur;
-  cur.end = flat.padded;
+  // A bucket closes at a parameter boundary once it holds `target` elements,
+  // and, unless one bucket takes the whole buffer, at every shard boundary:
+  // each bucket then lies inside one rank's shard (one reduce to that rank)
+  // or is the whole buffer (one reduce-scatter).
+  const bool whole = target >= flat.padded;
+  const int64_t S = flat.padded / flat.world_size;
+  int64_t end = flat.padded;
+  auto close = [&](int64_t begin) {
+    Bucket b;
+    b.begin = begin;
+    b.end = end;
+    buckets_.push_back(b);
+    end = begin;
+  };
   for (size_t k = flat.slots.size(); k-- > 0;) {
+    const int64_t lo = k == 0 ? 0 : flat.slots[k].offset;
+    if (!whole)
+      for (int64_t B = (end - 1) / S * S; B > lo; B -= S) close(B);  // shard boundaries inside (lo, end)
+    if (end - lo >= target || k == 0) close(lo);
+  }
+  if (buckets_.empty()) close(0);  // a module without parameters: the padding alone
+  // Which buckets each parameter's gradient completes (two or more when it
+  // spans a shard boundary).
+  std::vector<std::vector<size_t>> buckets_of(flat.slots.size());
+  for (size_t k = 0; k < flat.slots.size(); ++k) {
     const ParamSlot& s = flat.slots[k];
-    cur.begin = s.offset;
-    cur.params += 1;
-    bucket_of[k] = buckets_.size();
-    if (cur.end - cur.begin >= target || k == 0) {
-      if (k == 0) cur.begin = 0;
-      buckets_.push_back(cur);
-      cur = Bucket();
-      cur.end = s.offset;
-    }
+    for (size_t i = 0; i < buckets_.size(); ++i)
+      if (buckets_[i].begin < s.offset + s.numel && s.offset < buckets_[i].end) {
+        buckets_of[k].push_back(i);
+        buckets_[i].params += 1;
+      }
   }
   const Shard mine = flat.shard(rank);
   for (auto& b : buckets_) {
@@ -58,7 +75,7 @@ GradBuckets::GradBuckets(FlatParams& flat, torch::nn::Module& module, Communicat
     auto named = module.named_parameters(/*recurse=*/true);
     for (size_t k = 0; k < flat.slots.size(); ++k) {
       auto acc = torch::autograd::impl::grad_accumulator(named[flat.slots[k].name]);
-      acc->add_post_hook(std::make_unique<BucketHook>(this, bucket_of[k]));
+      for (size_t i : buckets_of[k]) acc->add_post_hook(std::make_unique<BucketHook>(this, i));
       accumulators_.push_back(std::move(acc));
     }
   }

@@ -3,9 +3,12 @@
 //
 // The flat gradient buffer is cut into contiguous buckets of about
 // `bucket_bytes`, on parameter boundaries, from the end of the buffer
-// backwards (backward produces the last layers' gradients first). A post-hook
-// on each parameter's gradient accumulator counts down its bucket; when a
-// bucket is complete its reduce-scatter starts. Buckets are always launched
+// backwards (backward produces the last layers' gradients first), and at
+// every shard boundary unless one bucket holds the whole buffer: a bucket is
+// either inside one rank's shard (its reduce-scatter is a reduce to that
+// rank, one ncclReduce) or the whole buffer (one ncclReduceScatter). A
+// post-hook on each parameter's gradient accumulator counts down the
+// bucket(s) it overlaps; when a bucket is complete its reduce-scatter starts. Buckets are always launched
 // in index order (0, 1, 2, ...), so every rank issues the same collectives in
 // the same order whatever order autograd finishes them in; finish() launches
 // what is left (e.g. on a rank without samples in this step) and waits.
@@ -42,6 +45,12 @@ class GradBuckets {
   void finish();
 
   int64_t count() const { return static_cast<int64_t>(buckets_.size()); }
+  /// Each bucket's range of the flat buffer, in launch order.
+  std::vector<Shard> ranges() const {
+    std::vector<Shard> r;
+    for (const Bucket& b : buckets_) r.push_back({b.begin, b.end - b.begin});
+    return r;
+  }
   /// Buckets launched from hooks (i.e. during backward) in the last step.
   int64_t launched_in_backward() const { return launched_in_backward_; }
 
