@@ -114,6 +114,13 @@ training time without evaluations, elapsed_seconds = with them, test_top1) and
 `time_to_accuracy` (per --accuracy-thresholds value: the first evaluation at
 or above it; null fields when none). Times are rank 0's. train_seconds and
 timed_seconds leave the evaluations out.
+
+--device cuda (vitkd's run.device = "cuda"): each rank uses GPU LOCAL_RANK
+modulo the visible GPUs, the process group is NCCL instead of gloo, the
+autocast is torch.autocast("cuda", dtype=torch.bfloat16), the whole
+normalized training split is moved to the GPU once at start-up, and the
+timed region's ends synchronize the device. --threads still sets the host
+threads.
 """
 import argparse
 import json
@@ -181,6 +188,8 @@ def parse_args(argv=None):
     p.add_argument("--eps", type=float, default=1e-8)
     p.add_argument("--grad-clip", type=float, default=1.0, help="0 = off")
     p.add_argument("--fp32", action="store_true", help="no bf16 autocast")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the model and the data live (cuda: NCCL process group)")
     # reporting
     p.add_argument("--eval", action="store_true", help="test top-1 after training")
     p.add_argument("--eval-every-epoch", action="store_true",
@@ -228,13 +237,24 @@ def free_port():
         return s.getsockname()[1]
 
 
-def init_distributed():
-    """gloo process group from the launcher's environment, or a 1-rank world."""
+def init_distributed(device="cpu"):
+    """gloo (cpu) or NCCL (cuda) process group from the launcher's environment,
+    or a 1-rank world. Returns (rank, world, torch.device)."""
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(free_port()))
-    dist.init_process_group("gloo")
-    return dist.get_rank(), dist.get_world_size()
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda: torch.cuda.is_available() is False "
+                             f"(torch {torch.__version__})")
+        local = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
+        dev = torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+        dist.init_process_group("nccl")
+    else:
+        dev = torch.device("cpu")
+        dist.init_process_group("gloo")
+    return dist.get_rank(), dist.get_world_size(), dev
 
 
 def spawned_rank(rank, args, port):
@@ -358,7 +378,7 @@ def evaluate(model, x, y, batch, rank, world, autocast):
                 pred = model(x[i:j])
             correct += int((pred.float().argmax(-1) == y[i:j]).sum())
     model.train()
-    t = torch.tensor([correct, hi - lo], dtype=torch.float64)
+    t = torch.tensor([correct, hi - lo], dtype=torch.float64, device=x.device)
     dist.all_reduce(t)
     return float(t[0] / t[1]) if t[1] > 0 else 0.0
 
@@ -373,7 +393,7 @@ def main(argv=None):
 
 
 def train(args):
-    rank, world = init_distributed()
+    rank, world, device = init_distributed(args.device)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
@@ -382,13 +402,20 @@ def train(args):
             print(msg, flush=True)
 
     def autocast_ctx():
-        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=not args.fp32)
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=not args.fp32)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
     t_setup = time.perf_counter()
 
     train_x, train_y = load_split(args.data, "train")
     test_x, test_y = (load_split(args.data, "test") if args.eval or args.eval_every_epoch
                       else (None, None))
+    train_x, train_y = train_x.to(device), train_y.to(device)
+    if test_x is not None:
+        test_x, test_y = test_x.to(device), test_y.to(device)
     n, c, h, w = train_x.shape
     if (c, h, w) != (args.channels, args.image_size, args.image_size):
         raise SystemExit(f"{args.data}: images are {c}x{h}x{w}, the model expects "
@@ -397,12 +424,14 @@ def train(args):
     vit = vitkd_model.ViT(args.image_size, args.channels, args.patch, args.dim, args.depth,
                           args.heads, args.mlp_ratio, args.classes, args.dist_token, args.norm_eps)
     (init_like_torch if args.init == "torch" else init_like_vitkd)(vit)
+    vit = vit.to(device)
     parameters = sum(p.numel() for p in vit.parameters())
-    model = DDP(Heads(vit))  # broadcasts rank 0's weights
+    # broadcasts rank 0's weights
+    model = DDP(Heads(vit), device_ids=[device.index] if device.type == "cuda" else None)
 
     teacher = None
     if args.mode == "distill":
-        teacher = vitkd_model.load_checkpoint(args.teacher)
+        teacher = vitkd_model.load_checkpoint(args.teacher).to(device)
         teacher.requires_grad_(False)
         teacher.eval()
         tp = teacher.patch_embed.proj.in_features // (teacher.patch_embed.patch ** 2)
@@ -435,6 +464,7 @@ def train(args):
     timing_start = min(args.warmup_timing_steps, max(total_steps - 1, 0))
 
     log0(f"pytorch baseline: torch {torch.__version__}, {world} rank(s) x {args.threads} thread(s), "
+         f"device {device}, "
          f"{'fp32' if args.fp32 else 'bf16 autocast'}, mode {args.mode}"
          + (f" ({args.kind})" if teacher is not None else ""))
     log0(f"model: dim {args.dim} depth {args.depth} heads {args.heads} patch {args.patch} "
@@ -449,7 +479,7 @@ def train(args):
     log0(f"setup took {time.perf_counter() - t_setup:.1f} s")
 
     step = samples_seen = samples_trained = timed_samples = skipped = 0
-    loss_sum = torch.zeros((), dtype=torch.float64)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     loss_n = 0
     lr = 0.0
     t_timed = None
@@ -463,6 +493,7 @@ def train(args):
         nonlocal eval_seconds, eval_seconds_timed
         if evaluations and evaluations[-1]["step"] == step:
             return evaluations[-1]["test_top1"]  # same weights
+        sync()
         t0 = time.perf_counter()
         elapsed = t0 - t_train
         top1 = evaluate(model.module.vit, test_x, test_y, max(args.batch_size, 256), rank, world,
@@ -485,12 +516,13 @@ def train(args):
         perm = torch.randperm(n, generator=gen)
         for k in range(steps_per_epoch):
             if step == timing_start and t_timed is None:
+                sync()
                 dist.barrier()
                 t_timed = time.perf_counter()
             begin = k * G
             global_n = min(G, n - begin)
             lo, hi = rank_share(begin, global_n, rank, world)
-            idx = perm[lo:hi]
+            idx = perm[lo:hi].to(device)
             x, y = train_x[idx], train_y[idx]
             samples_seen += global_n
             lr = schedule_lr(samples_seen, warmup_samples, total_samples, args.lr, args.min_lr)
@@ -526,7 +558,8 @@ def train(args):
             loss_n += per.shape[0]
 
             if step % args.log_every == 0:
-                s = torch.stack([loss_sum, torch.tensor(float(loss_n), dtype=torch.float64)])
+                s = torch.stack([loss_sum, torch.tensor(float(loss_n), dtype=torch.float64,
+                                                        device=device)])
                 dist.all_reduce(s)
                 now = time.perf_counter()
                 log0(f"step {step}/{total_steps} | epoch {epoch + 1}/{args.epochs} | "
@@ -543,10 +576,11 @@ def train(args):
             log0(f"epoch {epochs_done}: test top-1 {evaluate_now(epoch):.4f}")
         if stop:
             break
+    sync()
     dist.barrier()
     t_end = time.perf_counter()
     times = torch.tensor([t_end - t_timed - eval_seconds_timed, t_end - t_train - eval_seconds],
-                         dtype=torch.float64)
+                         dtype=torch.float64, device=device)
     dist.all_reduce(times, op=dist.ReduceOp.MAX)
     timed_seconds, train_seconds = float(times[0]), float(times[1])
     ips = timed_samples / max(timed_seconds, 1e-9)
@@ -585,6 +619,7 @@ def train(args):
                         "weight_decay", "grad_clip")},
             "evaluations": evaluations,
             "time_to_accuracy": time_to_accuracy(evaluations, args.accuracy_thresholds),
+            "device": str(device),
         }
         if args.out:
             d = os.path.dirname(os.path.abspath(args.out))
