@@ -40,6 +40,7 @@ PRIMARY=(
 SUPPORT=(
   # OpenMPI's runtime (libopen-pal, mpirun, the shared-memory transport)
   libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libudev1 libnuma1
+  libmunge2   # needed by libpmix.so.2, hence by mpirun (pmix ext3x component)
   # HDF5's runtime: szip (libaec) and libcurl with its own dependencies
   # (HDF5 links them for its read-only S3 driver, which vitkd never uses, but
   # the dynamic loader needs them to exist)
@@ -63,9 +64,16 @@ if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mtime -7 2>/
   apt-get update -q
 fi
 
+# Candidate versions of all packages from one apt-cache call (one call per
+# package would take seconds each).
+declare -A candidate=()
+while read -r pkg ver; do candidate[$pkg]=$ver; done < <(
+  apt-cache policy "${PRIMARY[@]}" "${SUPPORT[@]}" |
+    awk '/^[^ ].*:$/ {sub(/:$/, ""); p = $0} /^  Candidate:/ {print p, $2}')
+
 download() {  # role pkg
   local role=$1 pkg=$2 ver file
-  ver=$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2}')
+  ver=${candidate[$pkg]:-}
   if [ -z "$ver" ] || [ "$ver" = "(none)" ]; then
     echo "prepare: no candidate version for $pkg" >&2
     return 1
