@@ -284,6 +284,15 @@ else
   log "nccl: no nvidia-nccl wheel found"
 fi
 
+# cuDNN of the nvidia-cudnn wheel, as hints for the Torch package's CUDA
+# set-up (it looks for cuDNN when torch was built with it).
+CUDNN_WHEEL=$($PYTHON -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)
+if [ -n "$CUDNN_WHEEL" ] && [ -d "$CUDNN_WHEEL/include" ]; then
+  export CUDNN_ROOT=$CUDNN_WHEEL CUDNN_ROOT_DIR=$CUDNN_WHEEL CUDNN_INCLUDE_PATH=$CUDNN_WHEEL/include
+  export CUDNN_INCLUDE_DIR=$CUDNN_WHEEL/include CUDNN_LIBRARY_PATH=$CUDNN_WHEEL/lib
+  log "cudnn: $CUDNN_WHEEL"
+fi
+
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")}
 export PATH=$BIN:$P/usr/bin:$PATH
 export LD_LIBRARY_PATH=${TORCH_LIB:+$TORCH_LIB:}${NCCL_ROOT:+$NCCL_ROOT/lib:}$MPI_LIBDIR:$PL:$P/lib/x86_64-linux-gnu:$PL/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$FALLBACK
@@ -412,6 +421,16 @@ train1() {
 }
 cmp_json() { "$H5CMP" "$@"; }
 
+# Stops a process and everything it started (children first), by process id:
+# through /proc's children lists, or pkill -P where those are missing.
+kill_tree() {  # signal pid
+  local sig=$1 pid=$2 c
+  # shellcheck disable=SC2013  # the children lists hold process ids separated by spaces
+  for c in $(cat /proc/"$pid"/task/*/children 2>/dev/null); do kill_tree "$sig" "$c"; done
+  [ -r /proc/"$pid"/task ] || pkill "-$sig" -P "$pid" 2>/dev/null
+  kill "-$sig" "$pid" 2>/dev/null
+}
+
 CHECK_SEQ=0
 run_check() {  # name limit_s function
   local name=$1 limit=$(($2 * LIMIT_SCALE)) fn=$3 start now left rc
@@ -431,8 +450,7 @@ run_check() {  # name limit_s function
     local pid=$!
     # The limit covers the whole check (all its runs); on expiry the check's
     # process tree is stopped (TERM, then KILL).
-    ( sleep "$limit"; pkill -TERM -P "$pid" 2>/dev/null; kill -TERM "$pid" 2>/dev/null
-      sleep 5; pkill -KILL -P "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null ) &
+    ( sleep "$limit"; kill_tree TERM "$pid"; sleep 5; kill_tree KILL "$pid" ) &
     local watchdog=$!
     wait "$pid"; rc=$?
     kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null

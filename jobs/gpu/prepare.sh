@@ -19,7 +19,8 @@
 #            files; on the GPU machine each shared library is used only where
 #            the system has no library of that soname (check.sh links them
 #            into a fallback directory at the end of LD_LIBRARY_PATH).
-# Left out on purpose: the MPI network transports vitkd does not need on one
+# Left out on purpose: libsasl2-modules-db and libdb5.3 (SASL plugins that
+# libldap loads only to authenticate); the MPI network transports vitkd does not need on one
 # node (UCX, libfabric, PSM, verbs; check.sh selects ob1/vader/self), the
 # Fortran and C++ HDF5 bindings, trilinos-dev (the rest of Trilinos), the
 # compilers, documentation, and base packages (libc6, libgcc-s1, libstdc++6)
@@ -47,7 +48,7 @@ SUPPORT=(
   libsz2 libaec0
   libcurl4 libssl3 libnghttp2-14 libidn2-0 librtmp1 libssh2-1 libpsl5
   libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1
-  libldap-2.5-0 libsasl2-2 libsasl2-modules-db libdb5.3 libbrotli1 libzstd1
+  libldap-2.5-0 libsasl2-2 libbrotli1 libzstd1
   libgnutls30 libhogweed6 libnettle8 libgmp10 libp11-kit0 libffi8
   libtasn1-6 libunistring2 libcom-err2
   # vitkd's CMake requires PNG, JPEG and zlib (headers + the .so to link)
