@@ -37,7 +37,8 @@
 #   g_throughput_*  images/s medians of vitkd and the PyTorch baseline, runs
 #                   alternated (teacher, distill, ViT-S/16 224x224)
 #
-# Environment: OUT (default ./gpu-out), VITKD_DEPS, BUILD_DIR (default
+# Environment: OUT (default ./gpu-out: logs, JSON), RUNS (default
+# /tmp/vitkd-gpu-runs: run folders), VITKD_DEPS, BUILD_DIR (default
 # build-gpu), JOBS (default nproc --all), CHECK_BUDGET_S, STEPS (default 20;
 # the dry run uses 6), PYTHON (default python3), VITKD_FALLBACK_ALL=1 (use
 # every carried support library, not only those the system lacks).
@@ -60,7 +61,11 @@ done
 
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
-mkdir -p "$OUT/logs" "$OUT/checks" "$OUT/runs"
+mkdir -p "$OUT/logs" "$OUT/checks" "$OUT/results"
+# Run folders (checkpoints, the synthetic 224x224 data: hundreds of MB) stay
+# out of $OUT, which should hold only what is worth bringing back.
+RUNS=${RUNS:-/tmp/vitkd-gpu-runs}
+mkdir -p "$RUNS"
 rm -f "$OUT/checks/"*.json "$OUT/summary.json"
 CARRY=${CARRY:-$ROOT/gpu-carry}
 DEPS=${VITKD_DEPS:-/tmp/vitkd-deps}
@@ -76,7 +81,7 @@ fi
 HALF=$((STEPS / 2))
 T0=$(date +%s)
 DEADLINE=$((T0 + CHECK_BUDGET_S))
-export OUT CARRY DEPS BUILD PYTHON STEPS HALF DRY ROOT T0 DEADLINE
+export RUNS OUT CARRY DEPS BUILD PYTHON STEPS HALF DRY ROOT T0 DEADLINE
 
 log() { printf '[gpu-check %s +%3ds] %s\n' "$(date +%H:%M:%S)" $(($(date +%s) - T0)) "$*" | tee -a "$OUT/progress.log"; }
 export -f log
@@ -507,8 +512,8 @@ check_a_bench_gemm() {
   if grep -q -- '--device' <<< "$help"; then args=(--device cuda)
   elif grep -q -- '--set' <<< "$help" && have_key run.device; then args=(--set run.device=cuda)
   else emit skip "vitkd bench gemm has no device option (vitkd bench gemm --help)"; return; fi
-  if vk bench gemm "${args[@]}" --out "$OUT/runs/bench-gemm.json"; then
-    emit pass "bench gemm on cuda ran" result="$(cat "$OUT/runs/bench-gemm.json" 2>/dev/null || echo null)"
+  if vk bench gemm "${args[@]}" --out "$OUT/bench-gemm.json"; then
+    emit pass "bench gemm on cuda ran" result="$(cat "$OUT/bench-gemm.json" 2>/dev/null || echo null)"
   else
     emit fail "vitkd bench gemm ${args[*]} failed"
   fi
@@ -549,7 +554,7 @@ print(("pass" if ok else "fail") + "\t" + how + f" (tolerance: relative L2 {tol:
 
 # ---- c: cuda against cpu ------------------------------------------------------
 check_c_cuda_vs_cpu() {
-  local r=$OUT/runs/c cj other=cuda
+  local r=$RUNS/c cj other=cuda
   rm -rf "$r"
   if [ "$DRY" = 1 ]; then
     other=cpu   # the dry run checks the comparison with a second cpu run
@@ -568,7 +573,7 @@ check_d_nccl_vs_mpi() {
   [ "$DRY" = 1 ] && { emit skip "dry run on CPU (NCCL needs CUDA)"; return; }
   have_key run.device || { emit skip "vitkd has no run.device key yet"; return; }
   grep -q VITKD_HAVE_NCCL "$BUILD/build.ninja" || { emit skip "vitkd was built without NCCL"; return; }
-  local r=$OUT/runs/d cj
+  local r=$RUNS/d cj
   rm -rf "$r"
   train1 "$r/mpi" cuda --set dist.backend=mpi || { emit fail "mpi backend run failed"; return; }
   if ! train1 "$r/nccl" cuda --set dist.backend=nccl; then
@@ -581,7 +586,7 @@ check_d_nccl_vs_mpi() {
 
 # ---- e: 2 ranks x 32 against 1 rank x 64 -----------------------------------------
 check_e_two_ranks() {
-  local dev=cuda r=$OUT/runs/e cj
+  local dev=cuda r=$RUNS/e cj
   if [ "$DRY" = 1 ]; then dev=cpu
   elif ! have_key run.device; then emit skip "vitkd has no run.device key yet"; return; fi
   rm -rf "$r"
@@ -611,7 +616,7 @@ check_e_two_ranks() {
 #     the first HALF steps ran on X, so only rounding differences are
 #     expected; pass needs the resume to succeed and the round trip to hold).
 resume_check() {  # X Y
-  local x=$1 y=$2 r=$OUT/runs/f-$1-$2 a rt rs full cj_rt cj_rs rc
+  local x=$1 y=$2 r=$RUNS/f-$1-$2 a rt rs full cj_rt cj_rs rc
   rm -rf "$r"; mkdir -p "$r/rt" "$r/resume"
   VITKD_TEST_PREEMPT_AT_STEP=$HALF train1 "$r/a" "$x" --set checkpoint.every_steps=0
   rc=$?
@@ -673,7 +678,7 @@ throughput() {
   bargs=("$@")
   if [ "$DRY" = 1 ]; then dev=cpu
   elif ! have_key run.device; then emit skip "vitkd has no run.device key yet"; return; fi
-  local have_pt=1 r=$OUT/runs/g-$name
+  local have_pt=1 r=$RUNS/g-$name
   "$PYTHON" -c 'import h5py, numpy, torch' 2>/dev/null || have_pt=0
   rm -rf "$r"; mkdir -p "$r"
   local i
@@ -704,6 +709,9 @@ print(json.dumps(out))
 PY
 )
   echo "$js"
+  for f in "$r"/*/result.json; do
+    [ -e "$f" ] && cp "$f" "$OUT/results/$name-$(basename "$(dirname "$f")").json"
+  done
   local msg
   msg=$("$PYTHON" -c '
 import json, sys
@@ -723,7 +731,7 @@ check_g_throughput_teacher() {
 check_g_throughput_distill() {
   local s=300; [ "$DRY" = 1 ] && s=5
   local teacher
-  teacher=$(last_ckpt "$OUT/runs/g-teacher/vitkd-1")
+  teacher=$(last_ckpt "$RUNS/g-teacher/vitkd-1")
   [ -n "$teacher" ] || { emit skip "no teacher checkpoint (g_throughput_teacher did not run)"; return; }
   throughput distill "$ROOT/inputs/fmnist-distill.toml" "$s" --set teacher.checkpoint="$teacher" -- \
     --mode distill --teacher "$teacher" --dim 96 --depth 4 --heads 3 --batch-size 64 \
@@ -734,7 +742,7 @@ check_g_throughput_vits16() {
   if [ "$DRY" != 1 ] && ! have_key run.device; then
     emit skip "vitkd has no run.device key yet"; return   # before writing 600 MB of images
   fi
-  GDATA=$OUT/runs/synthetic224.h5
+  GDATA=$RUNS/synthetic224-$n.h5   # kept between runs of check.sh
   if [ ! -s "$GDATA" ]; then
     vk prepare synthetic --out "$GDATA" --train "$n" --test 256 --size 224 --channels 3 --classes 100 ||
       { emit fail "vitkd prepare synthetic failed"; return; }
