@@ -51,6 +51,7 @@ echo "time to accuracy: $EPOCHS epoch(s), $NP ranks x $THREADS thread(s), warm-u
 rm -rf "$OUT/vitkd"
 mpirun -n "$NP" build/vitkd train inputs/fmnist-teacher.toml \
   --set model.init=torch --set model.decay=all --set model.norm_eps=1e-5 --set optim.grad_clip=0 \
+  --set data.augment=false \
   --set optim.min_lr=0 --set optim.warmup_steps="$WARMUP" \
   --set train.epochs="$EPOCHS" --set train.max_steps="$STEPS" --set train.threads="$THREADS" \
   --set train.eval_every_epochs=1 --set train.eval_every_steps="$EVAL_EVERY_STEPS" \

@@ -41,7 +41,7 @@ ONLY=${ONLY:-teacher,distill,sift,scaling}
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 for ((r = 0; r < REPEATS; r++)); do
   if want teacher; then
-    vitkd 2 "$OUT/teacher-vitkd-$r" inputs/fmnist-teacher.toml
+    vitkd 2 "$OUT/teacher-vitkd-$r" inputs/fmnist-teacher.toml --set data.augment=false  # as the baseline
     pytorch 2 "$OUT/teacher-pytorch-$r" --mode teacher
   fi
   if want distill; then
@@ -52,7 +52,7 @@ for ((r = 0; r < REPEATS; r++)); do
     vitkd 2 "$OUT/sift-vitkd-$r" inputs/fmnist-distill.toml --set teacher.checkpoint="$TEACHER" \
       --set sift.enabled=true --set sift.beta=1 --set sift.delay=20
   fi
-  if want scaling; then vitkd 1 "$OUT/teacher1-vitkd-$r" inputs/fmnist-teacher.toml; fi
+  if want scaling; then vitkd 1 "$OUT/teacher1-vitkd-$r" inputs/fmnist-teacher.toml --set data.augment=false; fi
   echo "repeat $((r + 1))/$REPEATS done"
 done
 /usr/bin/python3 - "$OUT" "$REPEATS" "$ONLY" <<'PY'

@@ -737,7 +737,7 @@ print(s)' "$js")
 }
 check_g_throughput_teacher() {
   local s=300; [ "$DRY" = 1 ] && s=5
-  throughput teacher "$ROOT/inputs/fmnist-teacher.toml" "$s" -- \
+  throughput teacher "$ROOT/inputs/fmnist-teacher.toml" "$s" --set data.augment=false -- \
     --mode teacher --dim 192 --depth 6 --heads 3 --batch-size 64 --warmup-steps 100 --threads 1
 }
 check_g_throughput_distill() {
@@ -760,7 +760,7 @@ check_g_throughput_vits16() {
       { emit fail "vitkd prepare synthetic failed"; return; }
   fi
   export GDATA
-  local m=(--set model.image_size=224 --set model.channels=3 --set model.patch=16 --set model.dim=384
+  local m=(--set data.augment=false --set model.image_size=224 --set model.channels=3 --set model.patch=16 --set model.dim=384
            --set model.depth=12 --set model.heads=6 --set model.classes=100 --set data.batch_size="$b"
            --set dist.bucket_mb=25 --set optim.warmup_steps=10)
   throughput vits16 "$ROOT/inputs/fmnist-teacher.toml" "$s" "${m[@]}" -- \
