@@ -106,8 +106,8 @@ TEST(TimeToAccuracy, EachThresholdTakesTheFirstEvaluationAtOrAboveIt) {
   const auto ev = evaluations_json(evals);
   ASSERT_EQ(ev.size(), 4u);
   EXPECT_EQ(ev[2].inline_str(),
-            "{\"step\": 30, \"epoch\": 1, \"samples_seen\": 240, \"train_seconds\": 3, "
-            "\"elapsed_seconds\": 4.5, \"test_top1\": 0.86}");
+            "{\"step\": 30, \"samples_seen\": 240, \"train_seconds\": 3, \"elapsed_seconds\": 4.5, "
+            "\"epoch\": 1, \"test_top1\": 0.86}");
   JsonObject r;
   r.set("a", int64_t(1)).set("evaluations", ev).set("none", std::vector<JsonObject>{});
   EXPECT_NE(r.str().find("\"none\": []"), std::string::npos) << r.str();

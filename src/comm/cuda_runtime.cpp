@@ -29,6 +29,12 @@ int cuda_device_count(std::string* why) {
 
 void cuda_set_device(int device) { VK_CHECK(CUDA, cudaSetDevice(device)); }
 
+std::string cuda_pci_bus_id(int device) {
+  char id[64] = {0};
+  VK_CHECK(CUDA, cudaDeviceGetPCIBusId(id, static_cast<int>(sizeof id), device));
+  return id;
+}
+
 #else
 
 bool cuda_runtime_built() { return false; }
@@ -39,6 +45,8 @@ int cuda_device_count(std::string* why) {
 }
 
 void cuda_set_device(int) {}
+
+std::string cuda_pci_bus_id(int) { return ""; }
 
 #endif
 

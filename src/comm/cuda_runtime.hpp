@@ -12,6 +12,10 @@ bool cuda_runtime_built();
 /// driver, no device, driver too old, no CUDA runtime in the build) is 0
 /// devices, with the reason in `why` when given.
 int cuda_device_count(std::string* why = nullptr);
+/// The PCI bus id of CUDA device `device` (e.g. "0000:3B:00.0"): the same
+/// GPU has the same id in every process of a node, whatever each process's
+/// CUDA_VISIBLE_DEVICES numbering.
+std::string cuda_pci_bus_id(int device);
 /// Makes `device` current for this thread (cudaSetDevice); every later CUDA
 /// allocation of this rank, LibTorch's included, lands there.
 void cuda_set_device(int device);

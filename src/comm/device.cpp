@@ -3,6 +3,11 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
 #include "comm/cuda_runtime.hpp"
 #include "comm/world.hpp"
 #include "util/error.hpp"
@@ -96,14 +101,21 @@ RunDevice select_device(const std::string& device, const std::string& backend) {
   }
 
   if (d.cuda()) {
-    fail_on_first_rank(d.backend == "nccl" && w.local_size > d.visible_gpus,
-                       std::to_string(w.local_size) + " ranks run on host " + w.host + ", which has " +
-                          std::to_string(d.visible_gpus) +
-                          " visible GPU(s); NCCL needs one GPU per rank: start at most " +
-                          std::to_string(d.visible_gpus) +
-                          " ranks per node (srun --gpus-per-task=1), or share GPUs with dist.backend = \"mpi\"");
+    // Ranks that see several GPUs take one each by node-local rank; a rank
+    // the launcher bound to one GPU (srun --gpus-per-task=1) sees only it.
     d.index = w.local_rank % d.visible_gpus;
     cuda_set_device(d.index);  // before any CUDA allocation of this rank
+    // NCCL refuses two ranks on one GPU: find them by host and PCI bus id.
+    const std::string gpu = w.host + " " + cuda_pci_bus_id(d.index);
+    const double key = static_cast<double>(std::hash<std::string>{}(gpu) & ((uint64_t(1) << 52) - 1));
+    const std::vector<double> keys = allgather(key);
+    const int64_t sharing = std::count(keys.begin(), keys.end(), key);
+    fail_on_first_rank(d.backend == "nccl" && sharing > 1,
+                       std::to_string(sharing) + " ranks would share GPU " + gpu + " (" +
+                           std::to_string(w.local_size) + " ranks on the node, " +
+                           std::to_string(d.visible_gpus) +
+                           " GPU(s) visible to this one); NCCL needs one GPU per rank: start at most one rank per "
+                           "GPU (srun --gpus-per-task=1), or share GPUs with dist.backend = \"mpi\"");
   }
   return d;
 }

@@ -38,7 +38,7 @@ struct RunDevice {
 /// backend: NCCL on CUDA (when built with NCCL), MPI otherwise. Collective.
 /// Throws UserError (one line, exit 2) for: "cuda" without CUDA LibTorch or
 /// without a visible GPU, "nccl" on the CPU or in a build without NCCL, and
-/// more ranks on a node than GPUs with NCCL.
+/// two ranks on one GPU (same host and PCI bus id) with NCCL.
 RunDevice select_device(const std::string& device, const std::string& backend);
 
 /// Waits for all work queued on the device (no-op on the CPU).

@@ -51,16 +51,22 @@ std::vector<int64_t> first_reaching(const std::vector<EvalRecord>& evals,
   return first;
 }
 
+namespace {
+// Where in training an evaluation happened: the fields both lists report.
+constexpr const char* kPointKeys[] = {"step", "samples_seen", "train_seconds", "elapsed_seconds"};
+JsonObject& set_point(JsonObject& o, const EvalRecord& e) {
+  return o.set(kPointKeys[0], e.step)
+      .set(kPointKeys[1], e.samples_seen)
+      .set(kPointKeys[2], e.train_seconds)
+      .set(kPointKeys[3], e.elapsed_seconds);
+}
+}  // namespace
+
 std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals) {
   std::vector<JsonObject> out;
   for (const EvalRecord& e : evals) {
     JsonObject o;
-    o.set("step", e.step)
-        .set("epoch", e.epoch)
-        .set("samples_seen", e.samples_seen)
-        .set("train_seconds", e.train_seconds)
-        .set("elapsed_seconds", e.elapsed_seconds)
-        .set("test_top1", e.test_top1);
+    set_point(o, e).set("epoch", e.epoch).set("test_top1", e.test_top1);
     out.push_back(o);
   }
   return out;
@@ -73,15 +79,10 @@ std::vector<JsonObject> time_to_accuracy_json(const std::vector<EvalRecord>& eva
   for (size_t t = 0; t < thresholds.size(); ++t) {
     JsonObject o;
     o.set("threshold", thresholds[t]).set("reached", first[t] >= 0);
-    if (first[t] >= 0) {
-      const EvalRecord& e = evals[first[t]];
-      o.set("step", e.step)
-          .set("samples_seen", e.samples_seen)
-          .set("train_seconds", e.train_seconds)
-          .set("elapsed_seconds", e.elapsed_seconds);
-    } else {
-      for (const char* k : {"step", "samples_seen", "train_seconds", "elapsed_seconds"}) o.set_null(k);
-    }
+    if (first[t] >= 0)
+      set_point(o, evals[first[t]]);
+    else
+      for (const char* k : kPointKeys) o.set_null(k);
     out.push_back(o);
   }
   return out;
