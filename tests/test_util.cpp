@@ -32,3 +32,101 @@ TEST(Allocator, FreedActivationSizedBlocksStayInTheProcess) {
   EXPECT_GE(after.fordblks, kBlock * kCount) << "the freed blocks left the process";
 }
 #endif
+
+// ---- phase timing ------------------------------------------------------------
+#include <chrono>
+#include <thread>
+
+#include "comm/cuda_runtime.hpp"
+#include "util/timing.hpp"
+
+namespace {
+
+// A device timeline that ticks one second per mark: the time of a phase is the
+// number of marks between its begin and its end.
+class TickMarker final : public vitkd::PhaseMarker {
+ public:
+  void mark(vitkd::Phase p, bool begin) override { marks.push_back({p, begin}); }
+  void settle(std::array<double, vitkd::kNumPhases>& s) override {
+    ++settles;
+    std::array<int, vitkd::kNumPhases> open;
+    open.fill(-1);
+    for (size_t i = 0; i < marks.size(); ++i) {
+      const int p = static_cast<int>(marks[i].first);
+      if (marks[i].second) {
+        open[p] = static_cast<int>(i);
+      } else if (open[p] >= 0) {
+        s[p] += static_cast<double>(i - open[p]);
+        open[p] = -1;
+      }
+    }
+    marks.clear();
+  }
+  std::vector<std::pair<vitkd::Phase, bool>> marks;
+  int settles = 0;
+};
+
+double phase_s(const std::array<double, vitkd::kNumPhases>& a, vitkd::Phase p) { return a[static_cast<int>(p)]; }
+
+}  // namespace
+
+TEST(PhaseTimes, WithoutAMarkerAPhaseIsTheHostsWallClockTime) {
+  vitkd::PhaseTimes t;
+  {
+    vitkd::ScopedPhase ph(t, vitkd::Phase::Backward);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(phase_s(t.step, vitkd::Phase::Backward), 0.019);
+  EXPECT_LT(phase_s(t.step, vitkd::Phase::Backward), 1.0);
+  EXPECT_EQ(phase_s(t.total, vitkd::Phase::Backward), phase_s(t.step, vitkd::Phase::Backward));
+  t.settle();  // no marker: nothing to add
+  EXPECT_EQ(phase_s(t.total, vitkd::Phase::Backward), phase_s(t.step, vitkd::Phase::Backward));
+}
+
+TEST(PhaseTimes, AMarkersTimesReplaceTheHostsAndArriveAtSettle) {
+  TickMarker m;
+  vitkd::PhaseTimes t;
+  t.marker = &m;
+  {
+    vitkd::ScopedPhase fwd(t, vitkd::Phase::StudentForward);  // mark 0
+    {
+      vitkd::ScopedPhase teacher(t, vitkd::Phase::TeacherForward);  // marks 1, 2
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }  // mark 3
+  { vitkd::ScopedPhase bwd(t, vitkd::Phase::Backward); }  // marks 4, 5
+  ASSERT_EQ(m.marks.size(), 6u);
+  EXPECT_EQ(phase_s(t.total, vitkd::Phase::TeacherForward), 0.0) << "host time was added beside the marker's";
+  t.settle();
+  EXPECT_EQ(m.settles, 1);
+  EXPECT_EQ(phase_s(t.step, vitkd::Phase::StudentForward), 3.0);
+  EXPECT_EQ(phase_s(t.step, vitkd::Phase::TeacherForward), 1.0);
+  EXPECT_EQ(phase_s(t.step, vitkd::Phase::Backward), 1.0);
+  t.settle();  // the marks were consumed
+  EXPECT_EQ(phase_s(t.total, vitkd::Phase::StudentForward), 3.0);
+  t.next_step();
+  { vitkd::ScopedPhase bwd(t, vitkd::Phase::Backward); }
+  t.settle();
+  EXPECT_EQ(phase_s(t.step, vitkd::Phase::Backward), 1.0);
+  EXPECT_EQ(phase_s(t.total, vitkd::Phase::Backward), 2.0);
+}
+
+// The CUDA-event marker itself, where a GPU is visible: on an idle device an
+// event completes when it is recorded, so a 50 ms host pause between begin
+// and end reads as about 50 ms.
+TEST(PhaseTimes, CudaEventMarkerReadsTheTimeBetweenItsEvents) {
+  if (vitkd::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or no CUDA runtime in this build)";
+  vitkd::cuda_set_device(0);
+  auto m = vitkd::make_cuda_event_marker(nullptr);
+  vitkd::PhaseTimes t;
+  t.marker = m.get();
+  for (int i = 0; i < 3; ++i) {  // reuses the pooled events
+    t.next_step();
+    {
+      vitkd::ScopedPhase ph(t, vitkd::Phase::Optimizer);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    t.settle();
+    EXPECT_NEAR(phase_s(t.step, vitkd::Phase::Optimizer), 0.050, 0.015) << "step " << i;
+  }
+}

@@ -36,6 +36,9 @@
 #                   (cuda->cpu and cpu->cuda)
 #   g_throughput_*  images/s medians of vitkd and the PyTorch baseline, runs
 #                   alternated (teacher, distill, ViT-S/16 224x224)
+#   h_phase_timing  the teacher throughput runs' phase times (CUDA events on a
+#                   GPU) add up to 0.75-1.05 of the run's time, and the
+#                   timing log's own overhead is below 1 %
 #
 # Environment: OUT (default ./gpu-out: logs, JSON), RUNS (default
 # /tmp/vitkd-gpu-runs: run folders), VITKD_DEPS, BUILD_DIR (default
@@ -740,12 +743,34 @@ check_g_throughput_teacher() {
   throughput teacher "$ROOT/inputs/fmnist-teacher.toml" "$s" --set data.augment=false -- \
     --mode teacher --dim 192 --depth 6 --heads 3 --batch-size 64 --warmup-steps 100 --threads 1
 }
+check_h_phase_timing() {
+  ls "$RUNS"/g-teacher/vitkd-*/result.json > /dev/null 2>&1 ||
+    { emit skip "no teacher throughput runs (g_throughput_teacher did not run)"; return; }
+  local rows status
+  rows=$("$PYTHON" - "$RUNS"/g-teacher/vitkd-*/result.json <<'PY'
+import json, os, sys
+rows = []
+for f in sys.argv[1:]:
+    r = json.load(open(f))
+    phases = r["phase_seconds_rank0"]
+    covered = sum(phases.values() if isinstance(phases, dict) else phases) / r["train_seconds"]
+    rows.append({"run": os.path.basename(os.path.dirname(f)), "phases_over_run": round(covered, 4),
+                 "log_overhead": r["timing_log_overhead_fraction"]})
+print(json.dumps(rows))
+PY
+) || { emit fail "could not read the runs' result.json"; return; }
+  echo "$rows"
+  status=$("$PYTHON" -c 'import json, sys
+ok = all(0.75 <= r["phases_over_run"] <= 1.05 and r["log_overhead"] < 0.01 for r in json.loads(sys.argv[1]))
+print("pass" if ok else "fail")' "$rows")
+  emit "$status" "phase times over run time within 0.75-1.05, timing-log overhead below 1 %" runs="$rows"
+}
 check_g_throughput_distill() {
   local s=300; [ "$DRY" = 1 ] && s=5
   local teacher
   teacher=$(last_ckpt "$RUNS/g-teacher/vitkd-1")
   [ -n "$teacher" ] || { emit skip "no teacher checkpoint (g_throughput_teacher did not run)"; return; }
-  throughput distill "$ROOT/inputs/fmnist-distill.toml" "$s" --set teacher.checkpoint="$teacher" -- \
+  throughput distill "$ROOT/inputs/fmnist-distill.toml" "$s" --set data.augment=false --set teacher.checkpoint="$teacher" -- \
     --mode distill --teacher "$teacher" --dim 96 --depth 4 --heads 3 --batch-size 64 \
     --warmup-steps 100 --threads 1
 }
@@ -781,6 +806,7 @@ run_check e_two_ranks 60 check_e_two_ranks
 run_check f_resume_cuda_cpu 75 check_f_resume_cuda_cpu
 run_check f_resume_cpu_cuda 75 check_f_resume_cpu_cuda
 run_check g_throughput_teacher 90 check_g_throughput_teacher
+run_check h_phase_timing 15 check_h_phase_timing
 run_check g_throughput_distill 75 check_g_throughput_distill
 run_check g_throughput_vits16 120 check_g_throughput_vits16
 

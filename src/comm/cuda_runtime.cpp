@@ -4,6 +4,10 @@
 #include "comm/cuda_check.hpp"
 #endif
 
+#include <vector>
+
+#include "util/error.hpp"
+
 namespace vitkd {
 
 #ifdef VITKD_HAVE_CUDART
@@ -35,6 +39,62 @@ std::string cuda_pci_bus_id(int device) {
   return id;
 }
 
+namespace {
+
+class CudaEventMarker final : public PhaseMarker {
+ public:
+  explicit CudaEventMarker(cudaStream_t stream) : stream_(stream) {}
+  CudaEventMarker(const CudaEventMarker&) = delete;
+  CudaEventMarker& operator=(const CudaEventMarker&) = delete;
+  ~CudaEventMarker() override {
+    for (cudaEvent_t e : pool_) (void)cudaEventDestroy(e);  // no error path in a destructor
+  }
+
+  void mark(Phase p, bool begin) override {
+    if (marks_.size() == pool_.size()) {
+      cudaEvent_t e = nullptr;
+      VK_CHECK(CUDA, cudaEventCreate(&e));
+      pool_.push_back(e);
+    }
+    VK_CHECK(CUDA, cudaEventRecord(pool_[marks_.size()], stream_));
+    marks_.push_back({p, begin});
+  }
+
+  void settle(std::array<double, kNumPhases>& seconds) override {
+    if (marks_.empty()) return;
+    VK_CHECK(CUDA, cudaEventSynchronize(pool_[marks_.size() - 1]));
+    std::array<int, kNumPhases> open;
+    open.fill(-1);
+    for (size_t i = 0; i < marks_.size(); ++i) {
+      const int p = static_cast<int>(marks_[i].phase);
+      if (marks_[i].begin) {
+        open[p] = static_cast<int>(i);
+      } else if (open[p] >= 0) {
+        float ms = 0.0f;
+        VK_CHECK(CUDA, cudaEventElapsedTime(&ms, pool_[open[p]], pool_[i]));
+        seconds[p] += 1e-3 * ms;
+        open[p] = -1;
+      }
+    }
+    marks_.clear();
+  }
+
+ private:
+  struct Mark {
+    Phase phase;
+    bool begin;
+  };
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> pool_;  ///< pool_[i] holds marks_[i]
+  std::vector<Mark> marks_;        ///< since the last settle()
+};
+
+}  // namespace
+
+std::unique_ptr<PhaseMarker> make_cuda_event_marker(void* stream) {
+  return std::make_unique<CudaEventMarker>(stream ? static_cast<cudaStream_t>(stream) : cudaStreamLegacy);
+}
+
 #else
 
 bool cuda_runtime_built() { return false; }
@@ -47,6 +107,10 @@ int cuda_device_count(std::string* why) {
 void cuda_set_device(int) {}
 
 std::string cuda_pci_bus_id(int) { return ""; }
+
+std::unique_ptr<PhaseMarker> make_cuda_event_marker(void*) {
+  throw UserError("CUDA-event phase timing needs a vitkd built with the CUDA runtime (VITKD_WITH_CUDA)");
+}
 
 #endif
 

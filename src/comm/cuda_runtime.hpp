@@ -2,7 +2,10 @@
 // The few CUDA-runtime calls vitkd makes itself, for translation units built
 // by the host compiler. In a build without the CUDA toolkit
 // (VITKD_HAVE_CUDART undefined) they behave as on a machine without GPUs.
+#include <memory>
 #include <string>
+
+#include "util/timing.hpp"
 
 namespace vitkd {
 
@@ -19,5 +22,13 @@ std::string cuda_pci_bus_id(int device);
 /// Makes `device` current for this thread (cudaSetDevice); every later CUDA
 /// allocation of this rank, LibTorch's included, lands there.
 void cuda_set_device(int device);
+/// Phase marks as CUDA events recorded on `stream` (a cudaStream_t; null:
+/// the legacy default stream, which LibTorch computes on unless a caller made
+/// another stream current) of the current device. Events come from a pool
+/// that grows to the most marks between two settle() calls (about 20 per
+/// step) and are reused; settle() waits for the last one
+/// (cudaEventSynchronize) and reads each begin/end pair with
+/// cudaEventElapsedTime. Without the CUDA runtime in the build: a UserError.
+std::unique_ptr<PhaseMarker> make_cuda_event_marker(void* stream);
 
 }  // namespace vitkd

@@ -8,6 +8,10 @@
 #include <functional>
 #include <vector>
 
+#ifdef VITKD_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 #include "comm/cuda_runtime.hpp"
 #include "comm/world.hpp"
 #include "util/error.hpp"
@@ -125,5 +129,14 @@ void synchronize(const RunDevice& d) {
 }
 
 void synchronize_cuda(int index) { torch::cuda::synchronize(index); }
+
+std::unique_ptr<PhaseMarker> make_phase_marker(const RunDevice& d) {
+  if (!d.cuda()) return nullptr;
+#ifdef VITKD_TORCH_CUDA
+  return make_cuda_event_marker(c10::cuda::getCurrentCUDAStream(d.index).stream());
+#else
+  return make_cuda_event_marker(nullptr);
+#endif
+}
 
 }  // namespace vitkd

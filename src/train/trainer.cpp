@@ -4,6 +4,7 @@
 #include <csignal>
 #include <memory>
 
+#include "comm/device.hpp"
 #include "comm/world.hpp"
 #include "distill/targets.hpp"
 #include "io/timing_log.hpp"
@@ -25,7 +26,7 @@ namespace {
 
 // The step's row of the timing log, and whether any rank was told to stop
 // (SIGTERM/SIGUSR1): both travel in the one allreduce a step needs anyway.
-bool record_step(TimingLog& tlog, const RunState& st, const PhaseTimes& times, int64_t epoch,
+bool record_step(TimingLog& tlog, const RunState& st, PhaseTimes& times, int64_t epoch,
                  double wall, int64_t seen_before, int64_t trained_before, int64_t kept_before) {
   const TestFaults& faults = TestFaults::get();
   const bool signalled = preemption_signalled() || (world().root() && faults.preempt_step == st.step);
@@ -44,6 +45,7 @@ bool record_step(TimingLog& tlog, const RunState& st, const PhaseTimes& times, i
                         ? double(st.samples_kept - kept_before) / double(st.samples_seen - seen_before)
                         : 1.0;
   m.images_per_second = wall > 0 ? double(st.samples_trained - trained_before) / wall : 0.0;
+  times.settle();  // a GPU's phase times: read once per step
   tlog.record(times.step, wall, m);
   return v[2] > 0;
 }
@@ -79,6 +81,7 @@ double evaluate_now(TrainSetup& s, RunState& st, PhaseTimes& times, int64_t epoc
     ScopedPhase ph(times, Phase::Eval);
     e.test_top1 = evaluate(s.student, *s.test, s.meta, s.plan.bf16);
   }
+  times.settle();
   st.evaluations.push_back(e);
   return e.test_top1;
 }
@@ -117,10 +120,10 @@ int train_main(const Config& cfg, const std::string& origin) {
   const TestFaults& faults = TestFaults::get();
   install_preemption_handlers();
   PhaseTimes times;
-  if (s.device.cuda()) {  // GPU work is charged to the phase that queued it
-    times.sync = &synchronize_cuda;
-    times.sync_device = s.device.index;
-  }
+  // On a GPU: CUDA events, so that queued GPU work is charged to the phase
+  // that queued it (null on the CPU: host wall-clock time).
+  const std::unique_ptr<PhaseMarker> marker = make_phase_marker(s.device);
+  times.marker = marker.get();
   SamplePool pool;
   RunState st;
   st.seed = static_cast<uint64_t>(cfg.run_seed);
@@ -218,6 +221,7 @@ int train_main(const Config& cfg, const std::string& origin) {
   timing.run_seconds = seconds_since(t_train);
   timing.eval_seconds = allreduce_max(times.total[static_cast<int>(Phase::Eval)]);
   write_run_checkpoint(CheckpointKind::Final, cfg, s, st, selector, pool, seconds_since(t_train), times);
+  times.settle();
   timing.phase_seconds.assign(times.total.begin(), times.total.end());
   report_run(cfg, s, st, timing, targets.get(), resume_from, extended_from);
   return kExitOk;

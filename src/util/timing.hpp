@@ -29,21 +29,41 @@ inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+/// Marks phase boundaries in a device's queue and turns them into seconds:
+/// on a GPU, CUDA events recorded on the compute stream
+/// (comm/cuda_runtime.hpp), so that queued GPU work is charged to the phase
+/// that queued it without making the host wait at every boundary.
+class PhaseMarker {
+ public:
+  virtual ~PhaseMarker() = default;
+  /// Records the start (`begin`) or the end of phase `p`; phases may nest
+  /// but one phase does not contain itself.
+  virtual void mark(Phase p, bool begin) = 0;
+  /// Waits for the last mark, then adds to `seconds` the time between each
+  /// begin and its end recorded since the last call, and forgets them. Call
+  /// it outside every phase (a begin without an end is dropped).
+  virtual void settle(std::array<double, kNumPhases>& seconds) = 0;
+};
+
 /// Accumulates seconds per phase; `step` holds the current step's times and
-/// `total` the whole run's. With `sync` set (a run on a GPU), each phase
-/// waits for the device at its start and end, so that queued GPU work is
-/// charged to the phase that queued it.
+/// `total` the whole run's. Without a marker a phase is the host's wall-clock
+/// time between its start and end. With `marker` set (a run on a GPU), the
+/// marker's times replace it; they reach `step` and `total` when settle() is
+/// called: once per step, before the step's row is written, and after an
+/// evaluation.
 struct PhaseTimes {
   std::array<double, kNumPhases> step{};
   std::array<double, kNumPhases> total{};
-  void (*sync)(int device) = nullptr;  ///< waits for device `sync_device` (null: host timing only)
-  int sync_device = 0;
-  void wait_for_device() const {
-    if (sync) sync(sync_device);
-  }
+  PhaseMarker* marker = nullptr;  ///< not owned; null: host timing
   void add(Phase p, double s) {
     step[static_cast<int>(p)] += s;
     total[static_cast<int>(p)] += s;
+  }
+  void settle() {
+    if (!marker) return;
+    std::array<double, kNumPhases> s{};
+    marker->settle(s);
+    for (int i = 0; i < kNumPhases; ++i) add(static_cast<Phase>(i), s[i]);
   }
   void next_step() { step.fill(0.0); }
 };
@@ -52,19 +72,21 @@ struct PhaseTimes {
 /// whose caller may not want timings pass the pointer through).
 class ScopedPhase {
  public:
-  ScopedPhase(PhaseTimes* t, Phase p) : t_(t), p_(p), t0_(start(t)) {}
+  ScopedPhase(PhaseTimes* t, Phase p) : t_(t), p_(p), t0_(start(t, p)) {}
   ScopedPhase(PhaseTimes& t, Phase p) : ScopedPhase(&t, p) {}
   ScopedPhase(const ScopedPhase&) = delete;
   ScopedPhase& operator=(const ScopedPhase&) = delete;
   ~ScopedPhase() {
     if (!t_) return;
-    t_->wait_for_device();
-    t_->add(p_, seconds_since(t0_));
+    if (t_->marker)
+      t_->marker->mark(p_, false);
+    else
+      t_->add(p_, seconds_since(t0_));
   }
 
  private:
-  static Clock::time_point start(const PhaseTimes* t) {
-    if (t) t->wait_for_device();
+  static Clock::time_point start(PhaseTimes* t, Phase p) {
+    if (t && t->marker) t->marker->mark(p, true);
     return Clock::now();
   }
   PhaseTimes* t_;
