@@ -22,11 +22,11 @@ MPI=(mpirun -n "$NP")
 
 [ -f data/fmnist.h5 ] || $VITKD prepare fashion-mnist --out data/fmnist.h5
 t2=$(date +%s)
-# Augmentation pays only on long schedules: the short one trains without it.
+# Augmentation pays only on long schedules: the short ones train without it.
 "${MPI[@]}" $VITKD train inputs/fmnist-teacher.toml --set train.epochs="$TE" --set data.augment=false \
   --set run.out_dir="$OUT/teacher" --set checkpoint.resume=never
 t3=$(date +%s)
-"${MPI[@]}" $VITKD train inputs/fmnist-distill.toml --set train.epochs="$SE" \
+"${MPI[@]}" $VITKD train inputs/fmnist-distill.toml --set train.epochs="$SE" --set data.augment=false \
   --set run.out_dir="$OUT/student" --set checkpoint.resume=never --set teacher.checkpoint="$OUT/teacher/checkpoint.h5"
 t4=$(date +%s)
 

@@ -45,11 +45,11 @@ for ((r = 0; r < REPEATS; r++)); do
     pytorch 2 "$OUT/teacher-pytorch-$r" --mode teacher
   fi
   if want distill; then
-    vitkd 2 "$OUT/distill-vitkd-$r" inputs/fmnist-distill.toml --set teacher.checkpoint="$TEACHER"
+    vitkd 2 "$OUT/distill-vitkd-$r" inputs/fmnist-distill.toml --set data.augment=false --set teacher.checkpoint="$TEACHER"
     pytorch 2 "$OUT/distill-pytorch-$r" --mode distill --teacher "$TEACHER" --dim 96 --depth 4
   fi
   if want sift; then
-    vitkd 2 "$OUT/sift-vitkd-$r" inputs/fmnist-distill.toml --set teacher.checkpoint="$TEACHER" \
+    vitkd 2 "$OUT/sift-vitkd-$r" inputs/fmnist-distill.toml --set data.augment=false --set teacher.checkpoint="$TEACHER" \
       --set sift.enabled=true --set sift.beta=1 --set sift.delay=20
   fi
   if want scaling; then vitkd 1 "$OUT/teacher1-vitkd-$r" inputs/fmnist-teacher.toml --set data.augment=false; fi
