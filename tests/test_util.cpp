@@ -46,23 +46,13 @@ namespace {
 // number of marks between its begin and its end.
 class TickMarker final : public vitkd::PhaseMarker {
  public:
-  void mark(vitkd::Phase p, bool begin) override { marks.push_back({p, begin}); }
+  void mark(vitkd::Phase p, bool begin) override { marks.push_back(vitkd::PhaseMark{p, begin}); }
   void settle(std::array<double, vitkd::kNumPhases>& s) override {
     ++settles;
-    std::array<int, vitkd::kNumPhases> open;
-    open.fill(-1);
-    for (size_t i = 0; i < marks.size(); ++i) {
-      const int p = static_cast<int>(marks[i].first);
-      if (marks[i].second) {
-        open[p] = static_cast<int>(i);
-      } else if (open[p] >= 0) {
-        s[p] += static_cast<double>(i - open[p]);
-        open[p] = -1;
-      }
-    }
+    vitkd::add_phase_spans(marks, [](size_t i, size_t j) { return static_cast<double>(j - i); }, s);
     marks.clear();
   }
-  std::vector<std::pair<vitkd::Phase, bool>> marks;
+  std::vector<vitkd::PhaseMark> marks;
   int settles = 0;
 };
 

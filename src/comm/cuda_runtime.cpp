@@ -57,36 +57,27 @@ class CudaEventMarker final : public PhaseMarker {
       pool_.push_back(e);
     }
     VK_CHECK(CUDA, cudaEventRecord(pool_[marks_.size()], stream_));
-    marks_.push_back({p, begin});
+    marks_.push_back(PhaseMark{p, begin});
   }
 
   void settle(std::array<double, kNumPhases>& seconds) override {
     if (marks_.empty()) return;
     VK_CHECK(CUDA, cudaEventSynchronize(pool_[marks_.size() - 1]));
-    std::array<int, kNumPhases> open;
-    open.fill(-1);
-    for (size_t i = 0; i < marks_.size(); ++i) {
-      const int p = static_cast<int>(marks_[i].phase);
-      if (marks_[i].begin) {
-        open[p] = static_cast<int>(i);
-      } else if (open[p] >= 0) {
-        float ms = 0.0f;
-        VK_CHECK(CUDA, cudaEventElapsedTime(&ms, pool_[open[p]], pool_[i]));
-        seconds[p] += 1e-3 * ms;
-        open[p] = -1;
-      }
-    }
+    add_phase_spans(
+        marks_,
+        [this](size_t i, size_t j) {
+          float ms = 0.0f;
+          VK_CHECK(CUDA, cudaEventElapsedTime(&ms, pool_[i], pool_[j]));
+          return 1e-3 * ms;
+        },
+        seconds);
     marks_.clear();
   }
 
  private:
-  struct Mark {
-    Phase phase;
-    bool begin;
-  };
   cudaStream_t stream_;
   std::vector<cudaEvent_t> pool_;  ///< pool_[i] holds marks_[i]
-  std::vector<Mark> marks_;        ///< since the last settle()
+  std::vector<PhaseMark> marks_;   ///< since the last settle()
 };
 
 }  // namespace

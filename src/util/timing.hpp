@@ -3,6 +3,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 namespace vitkd {
 
@@ -44,6 +45,30 @@ class PhaseMarker {
   /// it outside every phase (a begin without an end is dropped).
   virtual void settle(std::array<double, kNumPhases>& seconds) = 0;
 };
+
+/// One mark of a PhaseMarker, in the order recorded.
+struct PhaseMark {
+  Phase phase;
+  bool begin;  ///< start (true) or end (false) of the phase
+};
+
+/// Adds to `seconds[p]` elapsed(i, j) (seconds) for each begin mark i of
+/// phase p and its end mark j, in `marks`; a begin without an end is dropped.
+template <class Elapsed>
+void add_phase_spans(const std::vector<PhaseMark>& marks, Elapsed&& elapsed,
+                     std::array<double, kNumPhases>& seconds) {
+  std::array<int, kNumPhases> open;
+  open.fill(-1);
+  for (size_t i = 0; i < marks.size(); ++i) {
+    const int p = static_cast<int>(marks[i].phase);
+    if (marks[i].begin) {
+      open[p] = static_cast<int>(i);
+    } else if (open[p] >= 0) {
+      seconds[p] += elapsed(static_cast<size_t>(open[p]), i);
+      open[p] = -1;
+    }
+  }
+}
 
 /// Accumulates seconds per phase; `step` holds the current step's times and
 /// `total` the whole run's. Without a marker a phase is the host's wall-clock
