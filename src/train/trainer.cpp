@@ -26,7 +26,7 @@ namespace {
 
 // The step's row of the timing log, and whether any rank was told to stop
 // (SIGTERM/SIGUSR1): both travel in the one allreduce a step needs anyway.
-bool record_step(TimingLog& tlog, const RunState& st, PhaseTimes& times, int64_t epoch,
+bool record_step(TimingLog& tlog, const RunState& st, const PhaseTimes& times, int64_t epoch,
                  double wall, int64_t seen_before, int64_t trained_before, int64_t kept_before) {
   const TestFaults& faults = TestFaults::get();
   const bool signalled = preemption_signalled() || (world().root() && faults.preempt_step == st.step);
@@ -45,7 +45,6 @@ bool record_step(TimingLog& tlog, const RunState& st, PhaseTimes& times, int64_t
                         ? double(st.samples_kept - kept_before) / double(st.samples_seen - seen_before)
                         : 1.0;
   m.images_per_second = wall > 0 ? double(st.samples_trained - trained_before) / wall : 0.0;
-  times.settle();  // a GPU's phase times: read once per step
   tlog.record(times.step, wall, m);
   return v[2] > 0;
 }
@@ -168,6 +167,7 @@ int train_main(const Config& cfg, const std::string& origin) {
                     kept_before = st.samples_kept;
       outcome = engine.run();
       if (outcome == StepOutcome::EpochEnded) break;
+      times.settle();  // a GPU's phase times, read once per step, within the step's wall time
       const bool preempt = record_step(tlog, st, times, epoch, seconds_since(t_step), seen_before,
                                        trained_before, kept_before);
       if (st.step % cfg.train_log_every_steps == 0)
