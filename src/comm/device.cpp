@@ -125,10 +125,8 @@ RunDevice select_device(const std::string& device, const std::string& backend) {
 }
 
 void synchronize(const RunDevice& d) {
-  if (d.cuda()) synchronize_cuda(d.index);
+  if (d.cuda()) torch::cuda::synchronize(d.index);
 }
-
-void synchronize_cuda(int index) { torch::cuda::synchronize(index); }
 
 std::unique_ptr<PhaseMarker> make_phase_marker(const RunDevice& d) {
   if (!d.cuda()) return nullptr;

@@ -46,8 +46,6 @@ RunDevice select_device(const std::string& device, const std::string& backend);
 
 /// Waits for all work queued on the device (no-op on the CPU).
 void synchronize(const RunDevice& d);
-/// Waits for all work queued on CUDA device `index`.
-void synchronize_cuda(int index);
 /// The run's phase marker (PhaseTimes::marker): CUDA events on LibTorch's
 /// current stream on a GPU; null on the CPU (host wall-clock timing).
 std::unique_ptr<PhaseMarker> make_phase_marker(const RunDevice& d);
