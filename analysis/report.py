@@ -166,7 +166,10 @@ class Run:
             self.teacher_parameters = _num(a.get("teacher_parameters"))
             self.flops_per_sample = _num(a.get("flops_per_sample"))
             self.bytes_per_rank = _num(a.get("bytes_per_rank"))
-            self.gemm_ceiling = _num(a.get("gemm_bf16_flops_per_core"))
+            # The MFU ceiling in the precision the run computed in (attribute
+            # compute); files before 0.4.0 have only the bf16 name.
+            self.gemm_ceiling = _num(a.get("gemm_flops_per_core", a.get("gemm_bf16_flops_per_core")))
+            self.compute = _str(a["compute"]) if "compute" in a else "bf16"
             self.threads = _num(a.get("threads_per_rank"))
             ws_attr = _num(a.get("world_size"))
 
@@ -854,7 +857,7 @@ def run_section(run, A, label, prefix, out_dir, skip):
         "Achieved FLOP/s = flops_per_sample x that rate (flops_per_sample counts the student's forward "
         "and backward plus the teacher's forward). Per rank = total / world size (every rank trains "
         "the same number of samples per step); 'while busy' divides a rank's share by its busy time "
-        "only. MFU = achieved FLOP/s / (bf16 GEMM ceiling per core x threads per rank x world size).")
+        "only. MFU = achieved FLOP/s / (GEMM ceiling per core in the run's compute precision x threads per rank x world size).")
     add("")
     info = [["samples trained per second", f(A["ips"], ".1f")],
             ["samples / seconds used", f"{f(A['samples'], '.0f')} / {f(A['train_secs'], '.2f')}"],

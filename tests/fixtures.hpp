@@ -86,4 +86,23 @@ std::string user_error_of(Fn&& fn) {
   return "";
 }
 
+/// Whether LibTorch multiplies bf16 matrices here. It does on every CPU
+/// (natively, or through oneDNN's or its own emulation), except when oneDNN is
+/// restricted below bf16 support (ONEDNN_MAX_CPU_ISA=AVX2, the AVX2 test lane)
+/// while LibTorch 1.13, which asks cpuinfo and not oneDNN, still sends it bf16
+/// products: oneDNN then refuses them.
+inline bool bf16_matmul_runs() {
+  try {
+    auto a = torch::ones({128, 128}, torch::kBFloat16);  // large enough for oneDNN
+    (void)torch::matmul(a, a);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+#define VITKD_SKIP_WITHOUT_BF16_MATMUL()                                                   \
+  if (!vitkd::test::bf16_matmul_runs())                                                    \
+  GTEST_SKIP() << "LibTorch cannot multiply bf16 matrices here (oneDNN restricted below bf16 " \
+                  "support, e.g. ONEDNN_MAX_CPU_ISA=AVX2)"
+
 }  // namespace vitkd::test

@@ -22,7 +22,7 @@ TEST(Config, DefaultsComeFromTheTable) {
   EXPECT_EQ(c.data_batch_size, 64);
   EXPECT_EQ(c.model_patch, 4);
   EXPECT_DOUBLE_EQ(c.distill_temperature, 4.0);
-  EXPECT_EQ(c.precision_compute, "bf16");
+  EXPECT_EQ(c.precision_compute, "auto");
   // Every key appears in the key list with its default.
   bool found = false;
   for (const auto& k : config_keys())

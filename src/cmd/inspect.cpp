@@ -59,6 +59,7 @@ void inspect_checkpoint(const std::string& path) {
               info.mode.c_str(), (long long)info.step, (long long)info.epoch,
               (long long)info.world_size, info.test_top1);
   std::printf("  model: %s\n", info.spec.describe().c_str());
+  if (!info.compute.empty()) std::printf("  computed in %s (fp32 master weights)\n", info.compute.c_str());
   if (!info.has_state) {
     std::printf("  weights only (no optimizer or data state)\n");
     return;

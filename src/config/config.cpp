@@ -264,8 +264,8 @@ void validate_config(const Config& c, const std::string& origin) {
   };
   one_of("run.mode", c.run_mode, {"teacher", "distill"});
   one_of("distill.kind", c.distill_kind, {"soft", "hard"});
-  one_of("precision.compute", c.precision_compute, {"bf16", "fp32"});
-  one_of("precision.reduce", c.precision_reduce, {"fp32", "bf16"});
+  one_of("precision.compute", c.precision_compute, {"auto", "bf16", "fp32"});
+  one_of("precision.reduce", c.precision_reduce, {"fp32", "bf16", "auto"});
   one_of("dist.backend", c.dist_backend, {"auto", "mpi", "nccl"});
   one_of("run.device", c.run_device, {"auto", "cpu", "cuda"});
   one_of("dist.sharding", c.dist_sharding, {"zero1", "none"});

@@ -55,7 +55,7 @@ namespace vitkd {
   X(train, log_every_steps, int64_t, 50, "progress line every N steps (rank 0)")           \
   X(train, threads, int64_t, 0, "compute threads per rank (0 = cores / ranks on the node)") \
   X(train, timing_every_steps, int64_t, 50, "append the timing log (timing.h5) every N steps") \
-  X(train, mfu_ceiling, double, 0.0, "bf16 FLOP/s per core for MFU (0 = measure 1 s at start-up)") \
+  X(train, mfu_ceiling, double, 0.0, "matrix-product FLOP/s per core of the compute precision used, for MFU (0 = measure at start-up, about 0.3 s)") \
   X(train, label_smoothing, double, 0.0, "label smoothing e in [0, 1) of the cross-entropy against labels (0 = off)") \
   X(train, max_bad_steps, int64_t, 20, "stop (with a diagnostic checkpoint) after N consecutive NaN/Inf steps") \
   X(optim, lr, double, 1e-3, "peak learning rate")                                         \
@@ -78,8 +78,10 @@ namespace vitkd {
   X(dist, bucket_mb, double, 25.0, "gradient bucket size in MB (fp32) for the reduce-scatter") \
   X(dist, overlap, bool, true, "start bucket reduce-scatters during backward")              \
   X(dist, sharding, std::string, "zero1", "\"zero1\" (sharded AdamW) or \"none\" (allreduce baseline)") \
-  X(precision, compute, std::string, "bf16", "\"bf16\" (autocast matmuls) or \"fp32\"")     \
-  X(precision, reduce, std::string, "fp32", "gradient reduce-scatter type: \"fp32\" or \"bf16\"") \
+  X(precision, compute, std::string, "auto",                                                \
+    "\"auto\" (bf16 on a GPU and on CPUs whose bf16 matrix products are really faster than fp32, fp32 elsewhere), \"bf16\" (autocast matmuls) or \"fp32\"") \
+  X(precision, reduce, std::string, "fp32",                                                 \
+    "gradient reduce-scatter type: \"fp32\", \"bf16\", or \"auto\" (the compute precision chosen)") \
   X(checkpoint, every_steps, int64_t, 1000, "write out_dir/checkpoint.h5 every N steps (0 = only at the end)") \
   X(checkpoint, keep, int64_t, 2, "checkpoints kept as out_dir/checkpoint-step<N>.h5 (the newest is also checkpoint.h5)") \
   X(checkpoint, resume, std::string, "auto", "\"auto\" (newest good checkpoint in out_dir), \"never\", or a PATH")

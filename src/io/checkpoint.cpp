@@ -31,6 +31,7 @@ void write_header(hid_t f, const CheckpointInfo& info) {
   h5_attr_write(f, "config", info.config);
   h5_attr_write(f, "test_top1", info.test_top1);
   h5_attr_write(f, "has_state", static_cast<int64_t>(info.has_state));
+  if (!info.compute.empty()) h5_attr_write(f, "compute", info.compute);
   write_model_spec_attrs(f, info.spec);
 }
 
@@ -308,6 +309,7 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   info.config = h5_attr_string(f, "config");
   if (h5_attr_exists(f, "test_top1")) info.test_top1 = h5_attr_double(f, "test_top1");
   info.has_state = h5_attr_exists(f, "has_state") && h5_attr_int(f, "has_state") != 0;
+  if (h5_attr_exists(f, "compute")) info.compute = h5_attr_string(f, "compute");
   ModelSpec& s = info.spec;
   // What every vitkd before these attributes did, whatever the defaults are now.
   s.norm_eps = 1e-6;

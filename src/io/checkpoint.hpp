@@ -26,7 +26,8 @@
 //   epoch (epochs completed), world_size, test_top1 (last accuracy or -1),
 //   model_image_size, model_channels, model_patch, model_dim, model_depth,
 //   model_heads, model_mlp_ratio, model_classes, model_dist_token,
-//   has_state; with state also: seed, global_batch (samples per step),
+//   compute ("bf16" | "fp32": the precision the run computed in; config keeps
+//   what was asked, e.g. "auto"; absent before 0.4.0), has_state; with state also: seed, global_batch (samples per step),
 //   data_epoch and data_batch (the data cursor: global batches of data_epoch
 //   already read), samples_seen, samples_trained, samples_kept (samples the
 //   sifting rule kept; read as samples_trained when absent), teacher_forwards, bad_steps,
@@ -64,6 +65,9 @@ struct CheckpointInfo {
   std::string mode, config;
   double test_top1 = -1;
   bool has_state = false;  ///< written by `vitkd train` with optimizer and data state
+  /// The precision the run computed in ("bf16" | "fp32"; "" = not recorded,
+  /// files before 0.4.0). The master weights are fp32 either way.
+  std::string compute;
 };
 
 /// One test evaluation (train.eval_every_steps, train.eval_every_epochs).

@@ -10,7 +10,9 @@
 //   /eval/{step, epoch} int64 [n], /eval/test_top1 float64 [n]
 //   root attributes: format, format_version, world_size, hostnames, mode, model,
 //   parameters, teacher_parameters, flops_per_sample, bytes_per_rank,
-//   gemm_bf16_flops_per_core, threads_per_rank
+//   gemm_bf16_flops_per_core (the MFU ceiling, in `compute`'s precision despite
+//   its name, kept for older readers), gemm_flops_per_core (the same value),
+//   compute ("bf16" | "fp32": the precision the run computed in), threads_per_rank
 // Rows are buffered and appended every `flush_every` steps: the datasets are
 // extended collectively, each rank writes its own [k, 1, phases] hyperslab,
 // rank 0 writes the metrics.
@@ -30,7 +32,10 @@ constexpr H5Format kTimingH5{"vitkd-timing", 1, "timing log",
 struct TimingLogAttrs {
   std::string mode, model;
   int64_t parameters = 0, teacher_parameters = 0, bytes_per_rank = 0, threads_per_rank = 1;
+  /// gemm_bf16_flops_per_core: the MFU ceiling (matrix-product FLOP/s per
+  /// core) in the precision `compute` names.
   double flops_per_sample = 0, gemm_bf16_flops_per_core = 0;
+  std::string compute = "bf16";  ///< "bf16" | "fp32": the precision the run computes in
 };
 
 /// One step's global metrics (the same on every rank; counters summed over ranks).

@@ -26,9 +26,9 @@ double gemm_rate(int64_t m, int64_t k, int64_t n, torch::ScalarType dtype, doubl
   return 2.0 * m * k * n * batch / (ms * 1e-3);
 }
 
-double measure_gemm_bf16_flops(double seconds, const torch::Device& device) {
+double measure_gemm_flops(torch::ScalarType dtype, double seconds, const torch::Device& device) {
   const int64_t s = device.is_cpu() ? 2048 : 8192;
-  return gemm_rate(s, s, s, torch::kBFloat16, seconds, device);
+  return gemm_rate(s, s, s, dtype, seconds, device);
 }
 
 }  // namespace vitkd

@@ -12,9 +12,10 @@ namespace vitkd {
 double gemm_rate(int64_t m, int64_t k, int64_t n, torch::ScalarType dtype, double seconds,
                  const torch::Device& device = torch::kCPU);
 
-/// Measured bf16 matrix-product rate at a large square shape, the MFU
+/// Measured matrix-product rate in `dtype` at a large square shape, the MFU
 /// ceiling: 2048^3 on the CPU (FLOP/s of the current thread count), 8192^3
 /// on a GPU (FLOP/s of the device).
-double measure_gemm_bf16_flops(double seconds = 1.0, const torch::Device& device = torch::kCPU);
+double measure_gemm_flops(torch::ScalarType dtype, double seconds = 1.0,
+                          const torch::Device& device = torch::kCPU);
 
 }  // namespace vitkd

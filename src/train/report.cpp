@@ -134,7 +134,13 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("skipped_steps", st.bad_steps)
         .set("test_top1_per_epoch", st.top1_per_epoch)
         .set("threads_per_rank", s.plan.threads)
-        .set("compute", cfg.precision_compute);
+        .set("compute", s.precision.compute)
+        .set("compute_requested", s.precision.requested)
+        .set("compute_reason", s.precision.why)
+        .set("reduce", s.precision.reduce)
+        .set("bf16_over_fp32_gemm", s.precision.bf16_over_fp32)
+        .set("mfu", s.flops_per_sample * ips / (s.gemm_ceiling * s.plan.threads * w.size))
+        .set("gemm_flops_per_core", s.gemm_ceiling);
     r.set("phase_seconds_rank0", t.phase_seconds);
     r.set("evaluations", evaluations_json(st.evaluations))
         .set("time_to_accuracy", time_to_accuracy_json(st.evaluations, cfg.train_accuracy_thresholds));

@@ -154,6 +154,7 @@ std::string write_run_checkpoint(CheckpointKind kind, const Config& cfg, TrainSe
   info.mode = cfg.run_mode;
   info.config = s.config_text;
   info.test_top1 = st.test_top1;
+  info.compute = s.precision.compute;
   TrainState out = st;  // the checkpointed part, then what lives elsewhere
   out.teacher_forwards = allreduce_sum(st.teacher_forwards);
   out.train_seconds = st.train_seconds + run_seconds;

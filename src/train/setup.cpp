@@ -63,7 +63,6 @@ int64_t compute_threads(const Config& c) {
 TrainPlan plan_from_config(const Config& cfg, int64_t threads) {
   TrainPlan p;
   p.mode = cfg.run_mode == "distill" ? RunMode::Distill : RunMode::Teacher;
-  p.bf16 = cfg.precision_compute == "bf16";
   if (cfg.sift_enabled)
     p.sift = p.distilling() && cfg.sift_scope == "teacher" ? SiftScope::Teacher : SiftScope::Sample;
   // kd ranks by the distillation loss, so it needs a teacher: it is the
@@ -101,9 +100,9 @@ void plan_schedule(TrainPlan& p, const Config& cfg, int64_t train_size, int64_t 
 
 void echo_start(const Config& cfg, const std::string& origin, const TrainSetup& s, bool kept_memory) {
   const DatasetMeta& meta = s.meta;
-  log0("vitkd %s: %s on %d rank(s), %lld thread(s) per rank, compute %s; host kernels: Kokkos %s\n",
+  log0("vitkd %s: %s on %d rank(s), %lld thread(s) per rank, compute %s (%s); host kernels: Kokkos %s\n",
        VITKD_VERSION, cfg.run_mode.c_str(), world().size, (long long)s.plan.threads,
-       cfg.precision_compute.c_str(), kokkos_describe().c_str());
+       s.precision.compute.c_str(), s.precision.why.c_str(), kokkos_describe().c_str());
   log0("device: %s on rank 0\n", s.device.describe().c_str());
   log0("---- configuration (%s) ----\n%s----\n", origin.c_str(), s.config_text.c_str());
   log0("allocator: %s\n", kept_memory ? "freed memory stays in the process (no heap trimming)"
@@ -119,7 +118,7 @@ void echo_model(const Config& cfg, const TrainSetup& s) {
   log0("%s: %s\n", s.plan.distilling() ? "student" : "model", s.spec.describe().c_str());
   log0("communication: %s backend, %s, %lld gradient bucket(s) of <= %.1f MB, %s reduce, overlap %s\n",
        s.comm->name().c_str(), s.opt->sharded() ? "ZeRO-1 sharded AdamW" : "allreduce (unsharded)",
-       (long long)s.opt->bucket_count(), cfg.dist_bucket_mb, cfg.precision_reduce.c_str(),
+       (long long)s.opt->bucket_count(), cfg.dist_bucket_mb, s.precision.reduce.c_str(),
        cfg.dist_overlap ? "on" : "off");
   log0("memory per rank: parameters %lld B, gradients %lld B, optimizer state %lld B (shard %lld of %lld elements)\n",
        (long long)mem.parameters, (long long)mem.gradients, (long long)mem.optimizer,
@@ -174,6 +173,12 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   s.plan = plan_from_config(cfg, compute_threads(cfg));
   TrainPlan& plan = s.plan;
   plan.device = s.device.torch_device();
+  // The precision probe and the teacher's bf16 copy run on the run's threads.
+  torch::set_num_threads(static_cast<int>(plan.threads));
+  s.precision = choose_precision(cfg.precision_compute, cfg.precision_reduce, plan.device);
+  plan.bf16 = s.precision.bf16();
+  const std::string precision_warn = precision_warning(s.precision);
+  if (!precision_warn.empty()) warn_once(precision_warn);
   if (plan.distilling()) {
     s.teacher = make_teacher(cfg, s.meta, plan.bf16);  // checks it fits the data
     s.teacher->to(plan.device);
@@ -182,7 +187,6 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
                                                                 : cfg.distill_teacher_cache_file;
   prepare_out_dir(cfg.run_out_dir);
 
-  torch::set_num_threads(static_cast<int>(plan.threads));
   kokkos_ensure(plan.threads);  // the augmentation and AdamW kernels
   const bool kept_memory = keep_freed_memory();  // util/alloc.hpp: no page faults per step
   s.config_text = config_to_toml(cfg);
@@ -200,7 +204,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   s.comm = make_communicator(s.device.backend, where);
   BucketOptions bopt;
   bopt.bucket_bytes = static_cast<int64_t>(cfg.dist_bucket_mb * 1024 * 1024);
-  bopt.wire = cfg.precision_reduce == "bf16" ? WireType::BF16 : WireType::F32;
+  bopt.wire = s.precision.reduce == "bf16" ? WireType::BF16 : WireType::F32;
   bopt.overlap = cfg.dist_overlap;
   bopt.sharded = cfg.dist_sharding == "zero1";
   s.opt = std::make_unique<ShardedAdamW>(*s.flat, *s.student, *s.comm, w.rank, bopt);
@@ -228,17 +232,20 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   log0("schedule: %lld steps (%lld per epoch, global batch %lld), warm-up %lld steps\n",
        (long long)plan.total_steps, (long long)plan.steps_per_epoch, (long long)G,
        (long long)cfg.optim_warmup_steps);
-  // MFU ceiling: the bf16 matrix-product rate of one core (vitkd bench gemm).
-  // On a GPU: the device's rate shared by the rank's threads, so that the
-  // ceiling times the threads is the device's rate, as on the CPU.
+  // MFU ceiling: the matrix-product rate of one core in the precision the run
+  // computes in (vitkd bench gemm). On a GPU: the device's rate shared by the
+  // rank's threads, so that the ceiling times the threads is the device's
+  // rate, as on the CPU.
   s.gemm_ceiling = cfg.train_mfu_ceiling;
-  if (s.gemm_ceiling <= 0)
-    s.gemm_ceiling = allreduce_sum(measure_gemm_bf16_flops(0.5, plan.device) / plan.threads) / w.size;
+  if (s.gemm_ceiling <= 0) {
+    const auto dtype = plan.bf16 ? torch::kBFloat16 : torch::kFloat32;
+    s.gemm_ceiling = allreduce_sum(measure_gemm_flops(dtype, 0.3, plan.device) / plan.threads) / w.size;
+  }
   // Training FLOPs per trained sample: student forward + backward (3x forward)
   // plus the teacher's forward when distilling (matrix products only).
   s.flops_per_sample = 3.0 * s.spec.forward_flops() + (plan.distilling() ? s.teacher->forward_flops() : 0.0);
-  log0("FLOPs per trained sample %.3g; bf16 ceiling %.1f GFLOP/s per core\n", s.flops_per_sample,
-       s.gemm_ceiling / 1e9);
+  log0("FLOPs per trained sample %.3g; %s ceiling %.1f GFLOP/s per core\n", s.flops_per_sample,
+       s.precision.compute.c_str(), s.gemm_ceiling / 1e9);
   TimingLogAttrs& ta = s.timing_attrs;
   ta.mode = cfg.run_mode;
   ta.model = s.spec.describe();
@@ -248,6 +255,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   ta.threads_per_rank = plan.threads;
   ta.flops_per_sample = s.flops_per_sample;
   ta.gemm_bf16_flops_per_core = s.gemm_ceiling;
+  ta.compute = s.precision.compute;
   echo_sifting(cfg, plan);
   return out;
 }

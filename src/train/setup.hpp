@@ -15,6 +15,7 @@
 #include "distill/loss.hpp"
 #include "distill/teacher.hpp"
 #include "io/timing_log.hpp"
+#include "model/precision.hpp"
 #include "model/vit.hpp"
 #include "optim/flat_params.hpp"
 #include "optim/zero.hpp"
@@ -32,7 +33,7 @@ enum class SiftCriterion { CrossEntropy, Distillation };
 /// in the loop). Counts in optimizer steps or samples, as named.
 struct TrainPlan {
   RunMode mode = RunMode::Teacher;
-  bool bf16 = true;                 ///< autocast matrix products to bf16
+  bool bf16 = false;                ///< autocast matrix products to bf16 (precision resolved)
   torch::Device device{torch::kCPU};  ///< where the models, buffers and batches live (run.device)
   SiftScope sift = SiftScope::Off;
   SiftCriterion criterion = SiftCriterion::CrossEntropy;
@@ -69,7 +70,8 @@ struct TrainSetup {
   std::unique_ptr<Loader> train, test;
   TimingLogAttrs timing_attrs;
   double flops_per_sample = 0;       ///< training FLOPs per trained sample (matrix products)
-  double gemm_ceiling = 0;           ///< bf16 FLOP/s per core, the MFU ceiling
+  PrecisionChoice precision;         ///< precision.compute / .reduce as resolved for this hardware
+  double gemm_ceiling = 0;           ///< matrix-product FLOP/s per core in precision.compute, the MFU ceiling
   std::string teacher_cache_file;    ///< where distill.teacher_cache reads and writes
 };
 

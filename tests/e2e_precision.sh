@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# precision.compute at NP ranks: what "auto" chooses on this CPU, what it
+# records, the warning for an explicit bf16 that the CPU does not speed up,
+# and resumes across precisions. Run natively and again in the AVX2 lane
+# (jobs/lanes/avx2.sh), where VITKD_EXPECT_COMPUTE says what auto must pick.
+#   auto_records_what_it_chose        result.json, the checkpoint and the start-up line name
+#                                     the precision that ran; bf16 exactly when the probe's
+#                                     bf16/fp32 ratio is >= 1.5 (model/precision.hpp)
+#   fp32_asks_for_no_probe            precision.compute = "fp32": no probe, "as configured"
+#   explicit_bf16_warns_once_where_slow
+#                                     "bf16" runs in bf16; one warning with the measured
+#                                     ratio where bf16 is not faster, none where it is
+#   bf16_checkpoint_resumes_in_fp32_and_back
+#                                     preempted in one precision, resumed in the other: the
+#                                     first steps are the first precision's, the checkpoint
+#                                     records the second, the weights stay near either run's
+#   bad_value_is_one_line             precision.compute = "fast": one line naming the key and values
+#   e2e_precision.sh --list | CASE NP ROOT    (tests/lib/common.sh)
+source "$(dirname "$0")/lib/common.sh"
+CASES=(setup auto_records_what_it_chose:setup fp32_asks_for_no_probe:setup
+       explicit_bf16_warns_once_where_slow:setup bf16_checkpoint_resumes_in_fp32_and_back:setup
+       bad_value_is_one_line:setup)
+SETUP=${3-}/setup
+T=(train "$SETUP/tiny.toml")
+export MPI_TIMEOUT=120
+
+case_setup() {
+  synthetic syn.h5 192 64 8 4 --seed 4
+  tiny_config tiny.toml "data.path=\"$WORK/syn.h5\"" train.max_steps=20 train.timing_every_steps=5 \
+    checkpoint.every_steps=0 train.eval_every_epochs=0
+}
+
+# check_recorded DIR: result.json's compute against the probe's ratio and the
+# checkpoint's attribute; prints the precision that ran.
+check_recorded() {
+  "$PYTHON" - "$1" "${VITKD_EXPECT_COMPUTE-}" <<'PY'
+import h5py, json, sys
+d, expect = sys.argv[1], sys.argv[2]
+r = json.load(open(f"{d}/result.json"))
+ratio = r["bf16_over_fp32_gemm"]
+assert r["compute"] in ("bf16", "fp32"), r["compute"]
+if r["compute_requested"] == "auto":
+    assert (r["compute"] == "bf16") == (ratio >= 1.5), (r["compute"], ratio)
+    assert r["compute_reason"].startswith("auto: "), r["compute_reason"]
+    if expect:
+        assert r["compute"] == expect, f"auto chose {r['compute']} (ratio {ratio}), expected {expect}"
+with h5py.File(f"{d}/checkpoint.h5", "r") as f:
+    got = f.attrs["compute"]
+    got = got.decode() if isinstance(got, bytes) else str(got)
+    assert got == r["compute"], (got, r["compute"])
+with h5py.File(f"{d}/timing.h5", "r") as f:
+    got = f.attrs["compute"]
+    got = got.decode() if isinstance(got, bytes) else str(got)
+    assert got == r["compute"], ("timing.h5", got, r["compute"])
+print(r["compute"], ratio)
+PY
+}
+
+case_auto_records_what_it_chose() {
+  expect 0 vk "$NP" "${T[@]}" --set run.out_dir=auto
+  read -r compute ratio < <(check_recorded auto)
+  grep -qE "compute $compute \(auto: bf16 matrix products .* probe; CPU bf16 flags: " last.log ||
+    fail "the start-up line does not say what auto chose and why"
+  echo "auto chose $compute (bf16/fp32 ratio $ratio)"
+}
+
+case_fp32_asks_for_no_probe() {
+  expect 0 vk "$NP" "${T[@]}" --set run.out_dir=f --set precision.compute=fp32
+  grep -q "compute fp32 (as configured)" last.log || fail "no 'compute fp32 (as configured)'"
+  read -r compute ratio < <(check_recorded f)
+  [ "$compute" = fp32 ] || fail "precision.compute = fp32 recorded $compute"
+  "$PYTHON" -c "import sys; sys.exit(float(sys.argv[1]) != 0)" "$ratio" || fail "fp32 ran the probe (ratio $ratio)"
+}
+
+case_explicit_bf16_warns_once_where_slow() {
+  if bf16_unavailable; then
+    echo "SKIP: LibTorch cannot multiply bf16 matrices here (oneDNN restricted below bf16 support)"
+    exit 77
+  fi
+  expect 0 vk "$NP" "${T[@]}" --set run.out_dir=b --set precision.compute=bf16
+  read -r compute ratio < <(check_recorded b)
+  [ "$compute" = bf16 ] || fail "explicit bf16 ran in $compute"
+  local warnings
+  warnings=$(grep -c 'warning: precision.compute = "bf16"' last.log || true)
+  if "$PYTHON" -c "import sys; sys.exit(0 if float(sys.argv[1]) < 1.5 else 1)" "$ratio"; then
+    [ "$warnings" = 1 ] || fail "bf16 at ${ratio}x fp32: $warnings warnings, expected 1"
+    grep -q "$(printf '%.2fx' "$ratio")" last.log || fail "the warning lacks the ratio ${ratio}"
+  else
+    [ "$warnings" = 0 ] || fail "bf16 at ${ratio}x fp32 warned"
+  fi
+}
+
+# Where oneDNN is restricted below bf16 (ONEDNN_MAX_CPU_ISA=AVX2), LibTorch
+# 1.13 cannot run a bf16 product at all (it asks cpuinfo, not oneDNN, whether
+# bf16 is there); on a real AVX2-only CPU it falls back to its own kernel.
+bf16_unavailable() { "$VITKD" bench gemm --millis 1 2>&1 | grep -q "bf16 matrix products fail"; }
+
+# cut_resume FIRST SECOND DIR: FIRST precision to step 10 (preempted), SECOND to step 20.
+cut_resume() {
+  expect 75 vk "$NP" VITKD_TEST_PREEMPT_AT_STEP=10 "${T[@]}" --set run.out_dir="$3" --set precision.compute="$1"
+  expect 0 vk "$NP" "${T[@]}" --set run.out_dir="$3" --set precision.compute="$2"
+  grep -q "resume: from $3/checkpoint.h5" last.log || fail "did not resume"
+}
+
+case_bf16_checkpoint_resumes_in_fp32_and_back() {
+  if bf16_unavailable; then
+    echo "SKIP: LibTorch cannot multiply bf16 matrices here (oneDNN restricted below bf16 support)"
+    exit 77
+  fi
+  expect 0 vk "$NP" "${T[@]}" --set run.out_dir=b --set precision.compute=bf16
+  expect 0 vk "$NP" "${T[@]}" --set run.out_dir=f --set precision.compute=fp32
+  cut_resume bf16 fp32 bf
+  cut_resume fp32 bf16 fb
+  "$PYTHON" - <<'PY'
+import h5py, json
+import numpy as np
+def attr(d):
+    with h5py.File(f"{d}/checkpoint.h5", "r") as f:
+        a = f.attrs["compute"]
+        return a.decode() if isinstance(a, bytes) else str(a)
+def losses(d):
+    with h5py.File(f"{d}/timing.h5", "r") as f:
+        return dict(zip(f["metrics/step"][()].tolist(), f["metrics/loss"][()].tolist()))
+def weights(d):
+    with h5py.File(f"{d}/checkpoint.h5", "r") as f:
+        return np.concatenate([f["model"][k][()].ravel() for k in sorted(f["model"])]).astype(np.float64)
+b, f = weights("b"), weights("f")
+assert not np.array_equal(b, f), "bf16 and fp32 gave the same weights: one of them did not run"
+for cut, first, second in (("bf", "b", "f"), ("fb", "f", "b")):
+    r = json.load(open(f"{cut}/result.json"))
+    assert r["steps"] == 20 and r["compute"] == attr(second) == attr(cut), (cut, r["steps"], r["compute"])
+    lc, l1 = losses(cut), losses(first)
+    # The first 10 steps ran in the first precision (the same computation).
+    assert all(lc[s] == l1[s] for s in range(1, 11) if s in lc and s in l1), (cut, lc, l1)
+    w = weights(cut)
+    assert not np.array_equal(w, weights(first)) and not np.array_equal(w, weights(second)), cut
+    # fp32 master weights carried across: near both uninterrupted runs.
+    for other in (first, second):
+        rel = np.linalg.norm(w - weights(other)) / np.linalg.norm(weights(other))
+        assert rel < 0.05, (cut, other, rel)
+    print(cut, "ok")
+PY
+}
+
+case_bad_value_is_one_line() {
+  expect_error 2 "precision.compute" "$VITKD" "${T[@]}" --set run.out_dir=x --set precision.compute=fast
+  grep -q '"auto", "bf16", "fp32"' last.log || fail "the error does not list the values"
+  [ "$(grep -c 'vitkd: error' last.log)" = 1 ] || fail "not one line"
+  [ ! -e x ] || fail "wrote run.out_dir"
+}
+
+e2e_main "$@"
