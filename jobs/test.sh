@@ -9,8 +9,10 @@ t1=$(date +%s)
 echo "test.sh: set-up and build took $((t1 - t0)) s"
 source jobs/env.sh  # sets OMP_NUM_THREADS=1, which plain `nproc` obeys: hence nproc --all
 ctest --test-dir build --output-on-failure -j "$(nproc --all)" --timeout 900
+echo "test.sh: tests took $(( $(date +%s) - t1 )) s"
+# The same build again with LibTorch restricted as on CPUs without native bf16.
+bash jobs/lanes/avx2.sh
 t2=$(date +%s)
-echo "test.sh: tests took $((t2 - t1)) s"
 # libFuzzer targets (clang, own build directory): each runs 20 s on its seed
 # corpus in tests/fuzz/corpus (VITKD_FUZZ_SECONDS changes that).
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DVITKD_FUZZ=ON \
