@@ -90,7 +90,11 @@ communication and the bookkeeping around it differ):
     training loop, all steps and no evaluation (vitkd's includes its
     evaluations); timed_steps, timed_samples and timed_seconds say what
     images_per_second was measured on;
-  * --fp32 stands for vitkd's precision.compute = "fp32".
+  * --fp32 stands for vitkd's precision.compute = "fp32";
+  * --compile (PyTorch 2.x) runs the model and the teacher through
+    torch.compile (TorchInductor; on the CPU it needs a C++ compiler); the
+    compilation happens in the first --warmup-timing-steps steps, which
+    images_per_second leaves out. Its time is in train_seconds.
 
 The recipe's knobs that vitkd also has (same defaults as vitkd's keys):
 --init (model.init), --decay (model.decay), --norm-eps (model.norm_eps),
@@ -188,6 +192,9 @@ def parse_args(argv=None):
     p.add_argument("--eps", type=float, default=1e-8)
     p.add_argument("--grad-clip", type=float, default=1.0, help="0 = off")
     p.add_argument("--fp32", action="store_true", help="no bf16 autocast")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (and the teacher) first (PyTorch 2.x; the compilation "
+                        "happens in the first steps, which images_per_second leaves out)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="where the model and the data live (cuda: NCCL process group)")
     # reporting
@@ -428,15 +435,25 @@ def train(args):
     parameters = sum(p.numel() for p in vit.parameters())
     # broadcasts rank 0's weights
     model = DDP(Heads(vit), device_ids=[device.index] if device.type == "cuda" else None)
+    step_model = model
+    if args.compile:
+        if not hasattr(torch, "compile"):
+            raise SystemExit(f"--compile needs PyTorch 2.x (this is torch {torch.__version__})")
+        # Compiling the DDP module lets TorchDynamo split the graph at DDP's
+        # bucket boundaries, so the allreduces still overlap with backward.
+        step_model = torch.compile(model)
 
     teacher = None
     if args.mode == "distill":
         teacher = vitkd_model.load_checkpoint(args.teacher).to(device)
         teacher.requires_grad_(False)
         teacher.eval()
-        tp = teacher.patch_embed.proj.in_features // (teacher.patch_embed.patch ** 2)
-        if teacher.head.out_features != args.classes or tp != args.channels:
-            raise SystemExit(f"{args.teacher}: teacher has {teacher.head.out_features} classes and "
+        if args.compile:
+            teacher = torch.compile(teacher)
+        tm = getattr(teacher, "_orig_mod", teacher)
+        tp = tm.patch_embed.proj.in_features // (tm.patch_embed.patch ** 2)
+        if tm.head.out_features != args.classes or tp != args.channels:
+            raise SystemExit(f"{args.teacher}: teacher has {tm.head.out_features} classes and "
                              f"{tp} channels, the student {args.classes} and {args.channels}")
 
     named = list(model.module.vit.named_parameters())
@@ -465,7 +482,7 @@ def train(args):
 
     log0(f"pytorch baseline: torch {torch.__version__}, {world} rank(s) x {args.threads} thread(s), "
          f"device {device}, "
-         f"{'fp32' if args.fp32 else 'bf16 autocast'}, mode {args.mode}"
+         f"{'fp32' if args.fp32 else 'bf16 autocast'}{', torch.compile' if args.compile else ''}, mode {args.mode}"
          + (f" ({args.kind})" if teacher is not None else ""))
     log0(f"model: dim {args.dim} depth {args.depth} heads {args.heads} patch {args.patch} "
          f"dist_token {args.dist_token} norm_eps {args.norm_eps:g} init {args.init}: "
@@ -534,7 +551,7 @@ def train(args):
                 with torch.no_grad(), autocast_ctx():
                     t_logits = teacher(x).float()
             with autocast_ctx():
-                cls, dist_logits = model(x)
+                cls, dist_logits = step_model(x)
                 per = per_sample_loss(args, cls, dist_logits, y, t_logits)
             # Sum scaled so that DDP's mean over ranks is the mean over the
             # global batch, also when the last batch is split unevenly.
@@ -614,6 +631,7 @@ def train(args):
             "teacher_parameters": (sum(p.numel() for p in teacher.parameters())
                                    if teacher is not None else 0),
             "compute": "fp32" if args.fp32 else "bf16",
+            "compiled": bool(args.compile),
             "recipe": {k: getattr(args, k) for k in
                        ("recipe", "init", "decay", "norm_eps", "lr", "min_lr", "warmup_steps",
                         "weight_decay", "grad_clip")},
