@@ -49,6 +49,7 @@ int run(const std::vector<std::string>& args) {
   static const std::vector<std::pair<std::string, Subcommand>> kCommands = {
       {"train", train_command}, {"prepare", prepare_main}, {"export", export_main},
       {"inspect", inspect_main}, {"bench", bench_main},    {"keys", keys_main},
+      {"teacher-cache", teacher_cache_main},
       {"version", version_main}, {"help", help_main}};
   if (args.empty()) {
     if (world().root()) std::fputs(cli::main_help().c_str(), stderr);

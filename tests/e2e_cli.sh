@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The command line as a user meets it, for every subcommand (train, prepare
+# The command line as a user meets it, for every subcommand (train, teacher-cache, prepare
 # fashion-mnist|synthetic|folder, export, inspect, bench gemm|ops|comm, keys,
 # version): an unknown flag, a missing value, a non-numeric number and a
 # negative count are each exit 2 with exactly one line on stderr, naming the
@@ -68,6 +68,14 @@ bad train_extra "train: unexpected argument 'extra.toml'" -- "${T[@]}" extra.tom
 bad train_not_numeric "'data.batch_size' must be an integer" -- "${T[@]}" --set data.batch_size=abc
 bad train_negative "train.epochs" -- "${T[@]}" --set train.epochs=-1
 shows_help train_help "--set" -- train --help
+
+# ---- teacher-cache (the distillation configuration, as train) ----
+bad tc_unknown "unknown option '--sett' (did you mean '--set'?)" -- teacher-cache "$cfg" --sett model.depth=2
+bad tc_missing_config "teacher-cache: missing CONFIG.toml" -- teacher-cache --set model.depth=2
+bad tc_not_numeric "'distill.cache_top_k' must be an integer" -- teacher-cache "$cfg" --set distill.cache_top_k=many
+bad tc_zero_k "distill.cache_top_k" -- teacher-cache "$cfg" --set distill.cache_top_k=0
+bad tc_teacher_mode "teacher-cache reads the distillation configuration" -- teacher-cache "$cfg" --set run.out_dir=run
+shows_help tc_help "--set" -- teacher-cache --help
 
 # ---- prepare ----
 bad prepare_no_kind "prepare: missing the dataset kind" -- prepare

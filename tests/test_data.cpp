@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <set>
@@ -251,6 +252,80 @@ TEST(Augment, NormalizesAndIsKeyedOnTheSampleIndex) {
   normalize_augment(px.data(), idx.data(), 2, H, W, 1, {0.0}, {1.0}, crop, 3, a.data());
   normalize_augment(px.data() + H * W, idx.data() + 1, 1, H, W, 1, {0.0}, {1.0}, crop, 3, b.data());
   for (int64_t i = 0; i < H * W; ++i) EXPECT_EQ(a[H * W + i], b[i]);
+}
+
+// A view is a pure function of (seed, epoch, index), written down as
+// ViewParams; replaying the written-down views gives the live path's bits.
+TEST(Augment, ReplayedViewsGiveTheLivePixelsBitwise) {
+  const int64_t n = 64, H = 8, W = 6, C = 3;
+  std::vector<uint8_t> px(n * H * W * C);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  std::vector<int64_t> idx(n);
+  for (int64_t i = 0; i < n; ++i) idx[i] = 1000 + 7 * i;
+  const std::vector<double> mean{0.2, 0.5, 0.7}, stdv{0.3, 0.25, 0.1};
+  for (const bool flip : {false, true})
+    for (const int64_t pad : {0, 1, 3})
+      for (const uint64_t seed : {0ull, 42ull})
+        for (int64_t e = 0; e < 3; ++e) {
+          AugmentSpec aug;
+          aug.enabled = true;
+          aug.pad = pad;
+          aug.flip = flip;
+          aug.seed = seed;
+          std::vector<float> live(px.size()), replay(px.size());
+          normalize_augment(px.data(), idx.data(), n, H, W, C, mean, stdv, aug, e, live.data());
+          std::vector<ViewParams> v(n);
+          view_params(aug, e, idx.data(), n, H, W, v.data());
+          normalize_views(px.data(), v.data(), n, H, W, C, mean, stdv, replay.data());
+          ASSERT_EQ(0, std::memcmp(live.data(), replay.data(), live.size() * sizeof(float)))
+              << "pad " << pad << " flip " << flip << " seed " << seed << " epoch " << e;
+          // The written-down view means what ViewParams documents: the crop box
+          // (top, left, height, width) of the zero-padded image, then the mirror.
+          for (int64_t b = 0; b < n; ++b) {
+            ASSERT_EQ(v[b].height, H);
+            ASSERT_EQ(v[b].width, W);
+            ASSERT_LE(std::abs(v[b].top), pad);
+            ASSERT_LE(std::abs(v[b].left), pad);
+            if (!flip) ASSERT_EQ(v[b].flip, 0);
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t y = 0; y < H; ++y)
+                for (int64_t x = 0; x < W; ++x) {
+                  const int64_t bx = v[b].flip ? W - 1 - x : x;  // column within the box
+                  const int64_t sy = v[b].top + y, sx = v[b].left + bx;
+                  const float p = sy >= 0 && sy < H && sx >= 0 && sx < W ? px[((b * H + sy) * W + sx) * C + c] : 0;
+                  const float want = p * static_cast<float>(1.0 / (255.0 * stdv[c])) +
+                                     static_cast<float>(-mean[c] / stdv[c]);
+                  ASSERT_EQ(replay[((b * C + c) * H + y) * W + x], want) << b << " " << c << " " << y << " " << x;
+                }
+          }
+        }
+}
+
+TEST(Augment, ViewParamsArePureFunctionsOfSeedEpochAndIndex) {
+  AugmentSpec aug;
+  aug.enabled = true;
+  aug.pad = 2;
+  aug.seed = 5;
+  std::vector<int64_t> idx{3, 1, 4, 1, 5, 9, 2, 6};
+  std::vector<ViewParams> a(idx.size());
+  view_params(aug, 2, idx.data(), idx.size(), 28, 28, a.data());
+  for (size_t j = 0; j < idx.size(); ++j) EXPECT_TRUE(a[j] == view_params(aug, 2, idx[j], 28, 28)) << j;
+  EXPECT_TRUE(a[1] == a[3]);  // the same sample, the same view
+  int differ_epoch = 0, differ_seed = 0, flips = 0;
+  AugmentSpec other = aug;
+  other.seed = 6;
+  for (int64_t i = 0; i < 200; ++i) {
+    const ViewParams v = view_params(aug, 0, i, 28, 28);
+    differ_epoch += !(v == view_params(aug, 1, i, 28, 28));
+    differ_seed += !(v == view_params(other, 0, i, 28, 28));
+    flips += v.flip;
+  }
+  EXPECT_GT(differ_epoch, 150);
+  EXPECT_GT(differ_seed, 150);
+  EXPECT_GT(flips, 60);
+  EXPECT_LT(flips, 140);
+  AugmentSpec off;  // no augmentation: the whole image, unmirrored
+  EXPECT_TRUE(view_params(off, 7, 123, 28, 28) == (ViewParams{0, 0, 28, 28, 0}));
 }
 
 // ---- image folders: resize + centre crop, decoding errors ------------------------

@@ -97,3 +97,32 @@ TEST(Losses, OneFloatLossPerSampleAndZeroKlToItself) {
   // KL of a distribution with itself is zero.
   EXPECT_NEAR(kl_per_sample(s, s, 3.0).abs().max().item<double>(), 0.0, 1e-6);
 }
+
+// A teacher-view cache hands the loss the soft target p = softmax(t/tau)
+// instead of t: the loss is then the live teacher's, bit for bit, and
+// finite where p underflows to 0 (0 log 0 = 0).
+TEST(Losses, SoftTargetsGiveTheLogitLossBitwise) {
+  torch::manual_seed(3);
+  auto s = torch::randn({32, 10}) * 2;
+  auto t = torch::randn({32, 10}) * 4;
+  t.index_put_({0, 0}, 900.0f);  // softmax underflows to exactly 0 elsewhere in row 0
+  auto y = torch::randint(0, 10, {32}, torch::kLong);
+  ViTOutput o;
+  o.logits = s;
+  for (const double tau : {1.0, 4.0}) {
+    DistillSpec d;
+    d.temperature = tau;
+    const auto live = distill_loss_per_sample(o, t, y, d);
+    DistillSpec dp = d;
+    dp.teacher_probs = true;
+    const auto p = teacher_soft_target(t, tau);
+    EXPECT_EQ(p.index({0, 1}).item<float>(), 0.0f);
+    const auto cached = distill_loss_per_sample(o, p, y, dp);
+    EXPECT_TRUE(torch::equal(live, cached)) << "tau " << tau;
+    EXPECT_TRUE(torch::isfinite(cached).all().item<bool>());
+    // The KL from p is the KL from the logits (kl_per_sample), to rounding.
+    EXPECT_LT((kl_from_probs(s, p, tau) - kl_per_sample(s, t, tau)).abs().max().item<double>(), 1e-4);
+    d.hard = dp.hard = true;
+    EXPECT_TRUE(torch::equal(distill_loss_per_sample(o, t, y, d), distill_loss_per_sample(o, p, y, dp)));
+  }
+}

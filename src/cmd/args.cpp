@@ -381,6 +381,12 @@ std::vector<Command> make_commands() {
                {Flag::count("elements", "N", "floats per operation (default: the teacher's parameter count)")
                     .at_least(1).at_most(2147483647).default_to("2684576"),
                 Flag::count("iters", "K", "repetitions per operation").at_least(1).default_to("20")}});
+  c.push_back({"teacher-cache", "Run the teacher once over E epochs' augmented views and write a teacher-view cache.",
+               {{"CONFIG.toml", "the distillation configuration (data, teacher, augmentation, run.seed, distill.*)"}},
+               {Flag::text("set", "section.key=value", "override one configuration key").many()},
+               "Writes distill.teacher_cache_file (default run.out_dir/teacher_views.h5): distill.cache_epochs "
+               "epochs of views, each with the teacher's top distill.cache_top_k probabilities. Students replay "
+               "it with distill.teacher_cache = true; see docs/teacher-cache.md. Launch with mpirun for several ranks."});
   c.push_back({"keys", "List every configuration key with its type, default and meaning.", {}, {}});
   c.push_back({"version", "Print the version (also: vitkd --version).", {}, {}});
   c.push_back({"help", "Print this overview, or a command's help (same as vitkd COMMAND --help).",

@@ -19,6 +19,8 @@ int export_main(const std::vector<std::string>& args);
 int inspect_main(const std::vector<std::string>& args);
 /// `vitkd bench gemm|ops|comm ...`: this machine's ceilings (cmd/bench.cpp)
 int bench_main(const std::vector<std::string>& args);
+/// `vitkd teacher-cache CONFIG.toml [--set ...]`: the teacher-view cache (cmd/teacher_cache.cpp)
+int teacher_cache_main(const std::vector<std::string>& args);
 /// `vitkd keys`: every configuration key, its type, default and meaning (cmd/train.cpp)
 int keys_main(const std::vector<std::string>& args);
 

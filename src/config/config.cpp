@@ -335,9 +335,8 @@ void validate_config(const Config& c, const std::string& origin) {
   if (!(c.optim_beta1 >= 0 && c.optim_beta1 < 1)) bad("optim.beta1", "must be in [0, 1)");
   if (!(c.optim_beta2 >= 0 && c.optim_beta2 < 1)) bad("optim.beta2", "must be in [0, 1)");
   if (!(c.optim_eps > 0)) bad("optim.eps", "must be > 0");
-  if (c.distill_teacher_cache && c.data_augment)
-    bad("distill.teacher_cache", "needs data.augment = false: augmented views differ every epoch, so "
-        "their teacher logits cannot be reused; turn one of them off");
+  if (c.distill_cache_epochs < 0) bad("distill.cache_epochs", "must be >= 0 (0 = train.epochs)");
+  if (c.distill_cache_top_k < 1) bad("distill.cache_top_k", "must be at least 1");
   if (c.train_max_bad_steps < 1) bad("train.max_bad_steps", "must be at least 1");
   if (c.checkpoint_every_steps < 0) bad("checkpoint.every_steps", "must be >= 0 (0 = only at the end)");
   if (c.checkpoint_keep < 1) bad("checkpoint.keep", "must be at least 1");

@@ -11,6 +11,15 @@ torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpe
   return x;
 }
 
+torch::Tensor batch_input_views(const Batch& b, const DatasetMeta& m, const ViewParams* views, bool pinned) {
+  auto x = torch::empty({b.size(), m.channels, m.height, m.width},
+                        torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(pinned));
+  if (b.size() > 0)
+    normalize_views(b.pixels.data(), views, b.size(), m.height, m.width, m.channels, m.mean, m.std,
+                    x.data_ptr<float>());
+  return x;
+}
+
 torch::Tensor batch_labels(const Batch& b, bool pinned) {
   auto y = torch::empty({b.size()}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
   y.copy_(torch::from_blob(const_cast<int32_t*>(b.labels.data()), {b.size()}, torch::kInt32));

@@ -14,6 +14,10 @@ namespace vitkd {
 /// memory (needs CUDA LibTorch), so that a non-blocking copy to a GPU
 /// overlaps the host's next work.
 torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, bool pinned = false);
+/// The same with the views given: views [b.size()] replayed (normalize_views),
+/// e.g. the ones a teacher-view cache recorded.
+torch::Tensor batch_input_views(const Batch& b, const DatasetMeta& m, const ViewParams* views,
+                                bool pinned = false);
 /// Labels int64 [n] (`pinned` as for batch_input).
 torch::Tensor batch_labels(const Batch& b, bool pinned = false);
 

@@ -16,6 +16,16 @@ torch::Tensor kl_per_sample(const torch::Tensor& s, const torch::Tensor& t, doub
   return (log_pt.exp() * (log_pt - log_ps)).sum(-1);
 }
 
+torch::Tensor teacher_soft_target(const torch::Tensor& t, double tau) {
+  return torch::softmax(t.to(torch::kFloat32) / tau, -1);
+}
+
+torch::Tensor kl_from_probs(const torch::Tensor& s, const torch::Tensor& p, double tau) {
+  auto log_ps = torch::log_softmax(s.to(torch::kFloat32) / tau, -1);
+  const auto pf = p.to(torch::kFloat32);
+  return (torch::xlogy(pf, pf) - pf * log_ps).sum(-1);
+}
+
 torch::Tensor teacher_loss_per_sample(const ViTOutput& out, const torch::Tensor& labels, double smoothing) {
   return cross_entropy_per_sample(out.prediction(), labels, smoothing);
 }
@@ -25,11 +35,12 @@ torch::Tensor distill_loss_per_sample(const ViTOutput& st, const torch::Tensor& 
   const auto& s_kd = st.dist_logits.defined() ? st.dist_logits : st.logits;
   auto ce = cross_entropy_per_sample(st.logits, labels, spec.label_smoothing);
   if (spec.hard) {
-    auto t_label = teacher_logits.argmax(-1);
+    auto t_label = teacher_logits.argmax(-1);  // softmax keeps the order: the same for p
     return 0.5 * ce + 0.5 * cross_entropy_per_sample(s_kd, t_label);
   }
   const double a = spec.alpha, tau = spec.temperature;
-  return (1.0 - a) * ce + a * tau * tau * kl_per_sample(s_kd, teacher_logits, tau);
+  const auto p = spec.teacher_probs ? teacher_logits : teacher_soft_target(teacher_logits, tau);
+  return (1.0 - a) * ce + a * tau * tau * kl_from_probs(s_kd, p, tau);
 }
 
 }  // namespace vitkd

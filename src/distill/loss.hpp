@@ -4,9 +4,13 @@
 //
 //   CE(s, y)       = -(1-e) log softmax(s)_y - e mean_k log softmax(s)_k
 //                    (e: label smoothing, train.label_smoothing; 0 = plain CE)
-//   soft(s, t, y)  = (1-a) CE(s_cls, y) + a tau^2 KL(softmax(t/tau) || softmax(s_kd/tau))
-//                    KL summed over classes (per-sample, i.e. "batchmean" after the mean)
+//   soft(s, t, y)  = (1-a) CE(s_cls, y) + a tau^2 KL(p || softmax(s_kd/tau)),  p = softmax(t/tau)
+//                    KL summed over classes (per-sample, i.e. "batchmean" after the mean),
+//                    computed from the soft target p itself (sum p log p - p log q, 0 log 0 = 0),
+//                    so that a cache of p (distill/view_cache.hpp) gives the live loss's bits
 //   hard(s, t, y)  = 1/2 CE(s_cls, y) + 1/2 CE(s_kd, argmax t)           (DeiT)
+// The teacher tensor is the teacher's logits t, or, with DistillSpec::teacher_probs
+// (a teacher-view cache), the soft target p = softmax(t/tau) itself.
 // s_kd is the distillation head when the student has a distillation token,
 // else the class head.
 #include <torch/torch.h>
@@ -20,7 +24,15 @@ struct DistillSpec {
   double temperature = 4.0;  ///< tau
   double alpha = 0.5;        ///< weight of the teacher term (soft)
   double label_smoothing = 0.0;  ///< e of the CE terms against the labels (train.label_smoothing)
+  /// The teacher tensors are soft targets softmax(t/tau) [B, K] (rows sum to
+  /// 1; from a teacher-view cache) rather than logits.
+  bool teacher_probs = false;
 };
+
+/// The soft target softmax(t/tau) of teacher logits t [B, K], float32.
+torch::Tensor teacher_soft_target(const torch::Tensor& teacher_logits, double temperature);
+/// KL(p || softmax(s/tau)) per sample for a target distribution p [B, K].
+torch::Tensor kl_from_probs(const torch::Tensor& student_logits, const torch::Tensor& p, double temperature);
 
 /// CE against `labels`, with label smoothing `smoothing` (PyTorch's
 /// cross_entropy(label_smoothing=...): the target is (1-e) one-hot + e/K).

@@ -2,12 +2,19 @@
 
 namespace vitkd {
 
-TeacherTargets::TeacherTargets(Teacher& teacher, std::unique_ptr<TeacherCache> cache)
-    : teacher_(teacher), cache_(std::move(cache)) {}
+TeacherTargets::TeacherTargets(Teacher& teacher, std::unique_ptr<TeacherCache> cache, ViewCache* views)
+    : teacher_(teacher), cache_(std::move(cache)), views_(views) {}
 
-torch::Tensor TeacherTargets::logits(const torch::Tensor& x, const torch::Tensor& index,
+torch::Tensor TeacherTargets::logits(const torch::Tensor& x, const torch::Tensor& index, int64_t epoch,
                                      int64_t& forwards, PhaseTimes* times) {
   torch::Tensor t, fresh_i, fresh_t;
+  if (views_) {  // replayed soft targets: no teacher, nothing shared
+    if (x.defined() && x.size(0) > 0) {
+      ScopedPhase ph(times, Phase::TeacherForward);
+      t = views_->targets(epoch, index).to(x.device());
+    }
+    return t;
+  }
   if (x.defined() && x.size(0) > 0) {
     ScopedPhase ph(times, Phase::TeacherForward);
     if (cache_) t = cache_->lookup(index);  // host memory

@@ -165,6 +165,7 @@ H5DatasetInfo h5_dataset_info(hid_t file, const std::string& path) {
 
 template <> hid_t h5_type<uint8_t>() { return H5T_NATIVE_UINT8; }
 template <> hid_t h5_type<uint16_t>() { return H5T_NATIVE_UINT16; }
+template <> hid_t h5_type<int16_t>() { return H5T_NATIVE_INT16; }
 template <> hid_t h5_type<int32_t>() { return H5T_NATIVE_INT32; }
 template <> hid_t h5_type<int64_t>() { return H5T_NATIVE_INT64; }
 template <> hid_t h5_type<float>() { return H5T_NATIVE_FLOAT; }
@@ -258,6 +259,19 @@ H5Obj h5_create_dataset(hid_t loc, const std::string& path, hid_t type,
   return H5Obj(VK_CHECK(H5, H5Dcreate2(loc, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT)));
 }
 
+H5Obj h5_create_dataset_chunked(hid_t loc, const std::string& path, hid_t type,
+                                const std::vector<int64_t>& dims, int64_t chunk_rows) {
+  std::vector<hsize_t> hd(dims.begin(), dims.end());
+  std::vector<hsize_t> chunk(hd);
+  chunk[0] = static_cast<hsize_t>(std::max<int64_t>(1, std::min<int64_t>(chunk_rows, dims[0])));
+  H5Obj space(VK_CHECK(H5, H5Screate_simple(static_cast<int>(hd.size()), hd.data(), nullptr)));
+  H5Obj lcpl(VK_CHECK(H5, H5Pcreate(H5P_LINK_CREATE)));
+  VK_CHECK(H5, H5Pset_create_intermediate_group(lcpl, 1));
+  H5Obj dcpl(VK_CHECK(H5, H5Pcreate(H5P_DATASET_CREATE)));
+  VK_CHECK(H5, H5Pset_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data()));
+  return H5Obj(VK_CHECK(H5, H5Dcreate2(loc, path.c_str(), type, space, lcpl, dcpl, H5P_DEFAULT)));
+}
+
 namespace {
 // File and memory dataspaces selecting rows [first, first + count) of `dset`.
 struct RowSelection {
@@ -318,6 +332,7 @@ template <class T> void h5_read_slab(hid_t dset, int64_t first, int64_t count, T
   template void h5_read_rows<T>(hid_t, const std::vector<int64_t>&, int64_t, T*);
 VITKD_H5_INSTANTIATE(uint8_t)
 VITKD_H5_INSTANTIATE(uint16_t)
+VITKD_H5_INSTANTIATE(int16_t)
 VITKD_H5_INSTANTIATE(int32_t)
 VITKD_H5_INSTANTIATE(int64_t)
 VITKD_H5_INSTANTIATE(float)

@@ -65,7 +65,7 @@ struct H5DatasetInfo {
 };
 H5DatasetInfo h5_dataset_info(hid_t file, const std::string& path);
 
-/// Memory type for T (uint8, int32, int64, float, double, uint16 for bf16/fp16 bits).
+/// Memory type for T (uint8, int16, int32, int64, float, double, uint16 for bf16/fp16 bits).
 template <class T> hid_t h5_type();
 
 /// Writes a whole contiguous dataset (creates it).
@@ -97,6 +97,10 @@ void h5_read_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elem
 /// the same arguments, in the same order.
 H5Obj h5_create_dataset(hid_t loc, const std::string& path, hid_t type,
                         const std::vector<int64_t>& dims);
+/// The same, chunked along axis 0 in chunks of `chunk_rows` rows (whole rows
+/// of the other axes), for files read a block of rows at a time.
+H5Obj h5_create_dataset_chunked(hid_t loc, const std::string& path, hid_t type,
+                                const std::vector<int64_t>& dims, int64_t chunk_rows);
 /// Writes rows [first, first + count) along axis 0 of `dset` (a row is the
 /// product of the other axes). `count` may be 0. With `collective`, every rank
 /// of the file's communicator must call it (MPI-IO collective transfer).

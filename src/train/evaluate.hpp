@@ -2,6 +2,7 @@
 // Test-set accuracy of the trained model.
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
+#include "distill/teacher.hpp"
 #include "model/vit.hpp"
 
 namespace vitkd {
@@ -9,5 +10,16 @@ namespace vitkd {
 /// Top-1 accuracy over the whole test split, every rank evaluating its share
 /// (`test` shards it); the model is left in training mode. Collective.
 double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, bool bf16);
+
+/// How close the student's test predictions are to the teacher's.
+struct TeacherAgreement {
+  double agreement = 0;  ///< fraction of test samples where argmax student = argmax teacher
+  double kl = 0;         ///< mean KL(softmax(t) || softmax(s)) at temperature 1 (nats)
+  double kl_tau = 0;     ///< the same at temperature tau (the soft loss's; nats)
+};
+/// Over the whole test split, every rank its share; runs the teacher once on
+/// it (distill.eval_agreement). Collective.
+TeacherAgreement teacher_agreement(ViT& model, Teacher& teacher, Loader& test, const DatasetMeta& meta, bool bf16,
+                                   double tau);
 
 }  // namespace vitkd

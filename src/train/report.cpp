@@ -93,7 +93,9 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
   const World& w = world();
   TeacherCache* cache = targets ? targets->cache() : nullptr;
   const int64_t teacher_forwards = allreduce_sum(st.teacher_forwards);
-  const int64_t cache_hits = allreduce_sum(cache ? cache->hits() : int64_t(0));
+  ViewCache* views = targets ? targets->views() : nullptr;
+  const int64_t cache_hits = allreduce_sum(cache ? cache->hits() : views ? views->hits() : int64_t(0));
+  const double cache_read_seconds = allreduce_max(views ? views->read_seconds() : 0.0);
   const double train_seconds = st.train_seconds + t.run_seconds;  // a resumed run adds its past
   const double ips =
       (st.samples_trained - t.trained_at_start) / std::max(1e-9, t.run_seconds - t.eval_seconds);
@@ -131,6 +133,9 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("epoch_seconds", t.epoch_seconds)
         .set("teacher_cache_hits", cache_hits)
         .set("teacher_cache_filled", cache ? cache->filled() : int64_t(0))
+        .set("teacher_cache_kind", views ? std::string("views") : cache ? std::string("logits") : std::string("off"))
+        .set("teacher_cache_read_seconds", cache_read_seconds)
+        .set("teacher_cache_bytes", views ? views->file_bytes() : int64_t(0))
         .set("skipped_steps", st.bad_steps)
         .set("test_top1_per_epoch", st.top1_per_epoch)
         .set("threads_per_rank", s.plan.threads)
@@ -142,6 +147,10 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("mfu", s.flops_per_sample * ips / (s.gemm_ceiling * s.plan.threads * w.size))
         .set("gemm_flops_per_core", s.gemm_ceiling);
     r.set("phase_seconds_rank0", t.phase_seconds);
+    if (t.teacher_agreement >= 0) 
+      r.set("teacher_agreement", t.teacher_agreement)
+          .set("teacher_kl", t.teacher_kl)
+          .set("teacher_kl_tau", t.teacher_kl_tau);
     r.set("evaluations", evaluations_json(st.evaluations))
         .set("time_to_accuracy", time_to_accuracy_json(st.evaluations, cfg.train_accuracy_thresholds));
     r.write(cfg.run_out_dir + "/result.json");

@@ -35,6 +35,9 @@ struct RunTiming {
   int64_t trained_at_start = 0;       ///< samples trained before this run (resumed)
   std::vector<double> epoch_seconds;  ///< wall time of each epoch of this run, evaluation excluded
   std::vector<double> phase_seconds;  ///< rank 0's seconds per Phase
+  /// distill.eval_agreement: the student's test agreement with the teacher and
+  /// KL to it (train/evaluate.hpp); negative when not measured.
+  double teacher_agreement = -1, teacher_kl = -1, teacher_kl_tau = -1;
 };
 
 /// For each of `thresholds`, the index in `evals` of the first evaluation

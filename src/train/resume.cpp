@@ -99,9 +99,17 @@ CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSet
       t = torch::from_blob(const_cast<float*>(st.pool_logits.data()), {b.size(), st.logit_dim},
                            torch::kFloat32)
               .clone();
-    auto x = batch_input(b, s.meta, plan.augment).to(plan.device);
+    torch::Tensor x;
+    if (s.views) {
+      const std::vector<ViewParams> v = s.views->views(b.epoch, b.indices);
+      x = batch_input_views(b, s.meta, v.data()).to(plan.device);
+    } else {
+      x = batch_input(b, s.meta, plan.augment).to(plan.device);
+    }
     if (t.defined()) t = t.to(plan.device);
-    if (kd && !t.defined()) t = s.teacher->logits(x);
+    if (kd && !t.defined())
+      t = s.views ? s.views->targets(b.epoch, torch::tensor(st.pool_index, torch::kLong)).to(plan.device)
+                  : s.teacher->logits(x);
     pool.add(x, batch_labels(b).to(plan.device), t, torch::tensor(st.pool_index, torch::kLong));
   }
   log0("resume: from %s (written at %lld rank(s)): step %lld, epoch %lld, batch %lld of the epoch, "

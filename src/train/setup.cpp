@@ -6,6 +6,8 @@
 #include <cstring>
 #include <thread>
 
+#include <unistd.h>
+
 #include "comm/world.hpp"
 #include "data/fits_model.hpp"
 #include "model/gemm_rate.hpp"
@@ -143,6 +145,30 @@ void echo_sifting(const Config& cfg, const TrainPlan& p) {
               "batch; raise sift.history to at least " + std::to_string(2 * p.global_batch));
 }
 
+// distill.teacher_cache with augmentation, or with a teacher-view cache file:
+// opens and checks the cache (before anything is written) and makes the run
+// replay its views and soft targets instead of running the teacher.
+void open_view_cache(const Config& cfg, TrainSetup& s) {
+  const std::string file = cfg.distill_teacher_cache_file.empty() ? cfg.run_out_dir + "/teacher_views.h5"
+                                                                  : cfg.distill_teacher_cache_file;
+  if (!cfg.data_augment && cache_file_format(file) != "vitkd-teacher-views") return;  // the logit cache
+  if (access(file.c_str(), F_OK) != 0)
+    throw UserError("distill.teacher_cache with data.augment = true replays a teacher-view cache, and " + file +
+                    " does not exist; write it first with `vitkd teacher-cache CONFIG.toml` (this "
+                    "configuration), or set distill.teacher_cache_file to one");
+  TrainPlan& plan = s.plan;
+  s.views = std::make_unique<ViewCache>(
+      file, view_cache_key(s.meta, s.teacher->describe(), plan.augment, plan.distill.temperature));
+  if (s.views->augmented() && plan.epochs > s.views->epochs())
+    throw UserError(file + ": train.epochs = " + std::to_string(plan.epochs) + " is more than the " +
+                    std::to_string(s.views->epochs()) + " epochs of views in the teacher-view cache; "
+                    "write a longer one (distill.cache_epochs >= " + std::to_string(plan.epochs) +
+                    ") or lower train.epochs");
+  plan.augment.seed = s.views->seed();  // the cache's views, whatever this run's seed
+  plan.distill.teacher_probs = true;    // its targets are softmax(t/tau), not logits
+  s.teacher_cache_file = file;
+}
+
 }  // namespace
 
 ModelSpec spec_from_config(const Config& c) {
@@ -185,6 +211,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   }
   s.teacher_cache_file = cfg.distill_teacher_cache_file.empty() ? cfg.run_out_dir + "/teacher_logits.h5"
                                                                 : cfg.distill_teacher_cache_file;
+  if (plan.distilling() && cfg.distill_teacher_cache) open_view_cache(cfg, s);
   prepare_out_dir(cfg.run_out_dir);
 
   kokkos_ensure(plan.threads);  // the augmentation and AdamW kernels

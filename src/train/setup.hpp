@@ -14,6 +14,7 @@
 #include "data/loader.hpp"
 #include "distill/loss.hpp"
 #include "distill/teacher.hpp"
+#include "distill/view_cache.hpp"
 #include "io/timing_log.hpp"
 #include "model/precision.hpp"
 #include "model/vit.hpp"
@@ -73,6 +74,9 @@ struct TrainSetup {
   PrecisionChoice precision;         ///< precision.compute / .reduce as resolved for this hardware
   double gemm_ceiling = 0;           ///< matrix-product FLOP/s per core in precision.compute, the MFU ceiling
   std::string teacher_cache_file;    ///< where distill.teacher_cache reads and writes
+  /// The teacher-view cache replayed instead of the teacher (distill.teacher_cache
+  /// with augmentation, or with a `vitkd teacher-cache` file); null otherwise.
+  std::unique_ptr<ViewCache> views;
 };
 
 /// model.<field> keys of the configuration as a ModelSpec (VITKD_MODEL_SPEC_FIELDS).

@@ -53,7 +53,7 @@ StepOutcome StepEngine::run() {
 }
 
 torch::Tensor StepEngine::teacher_logits(const torch::Tensor& x, const torch::Tensor& index) {
-  return targets_->logits(x, index, st_.teacher_forwards, &times_);
+  return targets_->logits(x, index, st_.data_epoch, st_.teacher_forwards, &times_);
 }
 
 // The sifting rule on this rank's samples `indices` with losses `losses` [n]
@@ -78,7 +78,12 @@ bool StepEngine::fill(bool sifting) {
     b = s_.train->next();
     if (!b) return false;
     const bool gpu = plan_.device.is_cuda();
-    x = batch_input(*b, s_.meta, plan_.augment, /*pinned=*/gpu);
+    if (s_.views) {  // the teacher-view cache's views, replayed
+      const std::vector<ViewParams> v = s_.views->views(b->epoch, b->indices);
+      x = batch_input_views(*b, s_.meta, v.data(), /*pinned=*/gpu);
+    } else {
+      x = batch_input(*b, s_.meta, plan_.augment, /*pinned=*/gpu);
+    }
     y = batch_labels(*b, /*pinned=*/gpu);
     if (faults_.corrupt(st_.step) && world().rank == 0) x.fill_(NAN);  // test-only: a corrupt batch
     // The batch on the compute device (from page-locked memory, without

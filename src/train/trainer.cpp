@@ -53,6 +53,10 @@ bool record_step(TimingLog& tlog, const RunState& st, const PhaseTimes& times, i
 // when distill.teacher_cache is on; null in teacher mode.
 std::unique_ptr<TeacherTargets> make_targets(const Config& cfg, TrainSetup& s) {
   if (!s.plan.distilling()) return nullptr;
+  if (s.views) {
+    log0("%s\n", s.views->describe().c_str());
+    return std::make_unique<TeacherTargets>(*s.teacher, nullptr, s.views.get());
+  }
   std::unique_ptr<TeacherCache> cache;
   if (cfg.distill_teacher_cache) {
     cache = std::make_unique<TeacherCache>(s.meta.train_size, s.meta.num_classes, s.teacher->describe(),
@@ -223,6 +227,15 @@ int train_main(const Config& cfg, const std::string& origin) {
   write_run_checkpoint(CheckpointKind::Final, cfg, s, st, selector, pool, seconds_since(t_train), times);
   times.settle();
   timing.phase_seconds.assign(times.total.begin(), times.total.end());
+  if (plan.distilling() && cfg.distill_eval_agreement) {
+    const TeacherAgreement a =
+        teacher_agreement(s.student, *s.teacher, *s.test, s.meta, plan.bf16, plan.distill.temperature);
+    timing.teacher_agreement = a.agreement;
+    timing.teacher_kl = a.kl;
+    timing.teacher_kl_tau = a.kl_tau;
+    log0("test agreement with the teacher %.4f, KL to the teacher %.4f nats (%.4f at temperature %g)\n",
+         a.agreement, a.kl, a.kl_tau, plan.distill.temperature);
+  }
   report_run(cfg, s, st, timing, targets.get(), resume_from, extended_from);
   return kExitOk;
 }

@@ -1,0 +1,75 @@
+// `vitkd teacher-cache CONFIG.toml`: runs the teacher once over E epochs'
+// replayable views of every training sample and writes the teacher-view
+// cache (distill/view_cache.hpp, docs/teacher-cache.md) that students replay
+// with distill.teacher_cache = true.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "cmd/args.hpp"
+#include "cmd/commands.hpp"
+#include "comm/world.hpp"
+#include "config/config.hpp"
+#include "data/dataset.hpp"
+#include "distill/teacher.hpp"
+#include "distill/view_cache.hpp"
+#include "util/error.hpp"
+#include "util/fs.hpp"
+#include "util/kokkos_session.hpp"
+
+namespace vitkd {
+
+int teacher_cache_main(const std::vector<std::string>& args) {
+  const cli::Command& cmd = cli::command("teacher-cache");
+  const cli::Args a = cli::parse(cmd, args);
+  if (a.help()) return cli::print_help(cli::help_text(cmd));
+  const std::string& origin = a.positional("CONFIG.toml");
+  const Config cfg = load_config(origin, a.all("set"));
+  if (cfg.run_mode != "distill")
+    throw UserError(origin + ": run.mode = \"" + cfg.run_mode + "\"; teacher-cache reads the distillation "
+                    "configuration: set run.mode = \"distill\" with teacher.checkpoint or teacher.torchscript");
+  // ---- everything checked before anything is written -------------------------
+  const DatasetMeta meta = validate_dataset_collective(cfg.data_path);
+  const bool bf16 = cfg.precision_compute == "bf16";
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t threads =
+      cfg.train_threads > 0 ? cfg.train_threads : std::max<int64_t>(1, cores / std::max(1, world().local_size));
+  torch::set_num_threads(static_cast<int>(threads));
+  kokkos_ensure(threads);  // the view kernel
+  std::unique_ptr<Teacher> teacher = make_teacher(cfg, meta, bf16);  // checks it fits the data (CPU)
+  AugmentSpec aug;
+  aug.enabled = cfg.data_augment;
+  aug.pad = cfg.data_crop_pad;
+  aug.flip = cfg.data_flip;
+  aug.seed = static_cast<uint64_t>(cfg.run_seed);
+  const int64_t epochs = cfg.distill_cache_epochs > 0 ? cfg.distill_cache_epochs : cfg.train_epochs;
+  int64_t k = cfg.distill_cache_top_k;
+  if (k > meta.num_classes) {
+    if (world().root())
+      std::fprintf(stderr, "vitkd: warning: distill.cache_top_k = %lld is more than the %lld classes of %s; "
+                   "clamped to %lld (the full distribution)\n", (long long)k, (long long)meta.num_classes,
+                   meta.path.c_str(), (long long)meta.num_classes);
+    k = meta.num_classes;
+  }
+  const std::string file = cfg.distill_teacher_cache_file.empty() ? cfg.run_out_dir + "/teacher_views.h5"
+                                                                  : cfg.distill_teacher_cache_file;
+  const ViewCacheKey key = view_cache_key(meta, teacher->describe(), aug, cfg.distill_temperature);
+  if (world().root()) make_dirs(parent_dir(file));
+  barrier();
+  log0("teacher-cache: %s on %d rank(s), %lld thread(s) per rank; teacher: %s\n", origin.c_str(), world().size,
+       (long long)threads, key.teacher.c_str());
+  log0("teacher-cache: %lld epoch(s) of views of %lld samples (%s, seed %lld), top-%lld of %lld classes at "
+       "temperature %g -> %s\n", (long long)(aug.enabled ? epochs : 1), (long long)meta.train_size,
+       aug.enabled ? "augmented" : "unaugmented: one epoch serves all", (long long)cfg.run_seed, (long long)k,
+       (long long)meta.num_classes, cfg.distill_temperature, file.c_str());
+  const ViewCacheWritten w =
+      write_view_cache(file, key, *teacher, meta, aug, epochs, k, std::max<int64_t>(1, cfg.data_batch_size));
+  log0("teacher-cache: wrote %s: %lld views, %.1f MB (%.1f bytes per view), %lld teacher forward passes, "
+       "%.1f s\n", file.c_str(), (long long)w.views, w.bytes / 1e6, double(w.bytes) / std::max<int64_t>(1, w.views),
+       (long long)w.teacher_forwards, w.seconds);
+  return kExitOk;
+}
+
+}  // namespace vitkd

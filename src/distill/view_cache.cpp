@@ -1,0 +1,320 @@
+#include "distill/view_cache.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "comm/world.hpp"
+#include "distill/loss.hpp"
+#include "distill/teacher.hpp"
+#include "io/h5.hpp"
+#include "util/error.hpp"
+#include "util/timing.hpp"
+
+namespace vitkd {
+namespace {
+
+constexpr H5Format kViewsH5{"vitkd-teacher-views", 1, "teacher-view cache",
+                            "write it again with `vitkd teacher-cache CONFIG.toml`"};
+constexpr int64_t kChunkRows = 16384;  // rows per chunk: a student reads one epoch (N rows) at a time
+
+int64_t file_size(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+
+std::string shape_text(int64_t n, int64_t h, int64_t w, int64_t c) {
+  return std::to_string(n) + " train samples of " + std::to_string(h) + "x" + std::to_string(w) + "x" +
+         std::to_string(c);
+}
+
+std::string augment_text(bool on, int64_t pad, bool flip) {
+  if (!on) return "data.augment = false";
+  return "data.augment = true, data.crop_pad = " + std::to_string(pad) + ", data.flip = " +
+         (flip ? "true" : "false");
+}
+
+std::string number_text(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+}  // namespace
+
+ViewCacheKey view_cache_key(const DatasetMeta& meta, const std::string& teacher, const AugmentSpec& aug,
+                            double temperature) {
+  ViewCacheKey k;
+  k.dataset = meta.path;
+  k.train_size = meta.train_size;
+  k.height = meta.height;
+  k.width = meta.width;
+  k.channels = meta.channels;
+  k.classes = meta.num_classes;
+  k.mean = meta.mean;
+  k.std = meta.std;
+  k.teacher = teacher;
+  k.augment = aug.enabled;
+  k.crop_pad = aug.enabled ? aug.pad : 0;
+  k.flip = aug.enabled && aug.flip;
+  k.temperature = temperature;
+  return k;
+}
+
+std::string cache_file_format(const std::string& path) {
+  if (access(path.c_str(), R_OK) != 0) return "";
+  H5Lock lock(h5_mutex());
+  try {
+    H5Obj f = h5_open_read(path, "teacher cache");
+    return h5_attr_exists(f, "format") ? h5_attr_string(f, "format") : "";
+  } catch (const UserError&) {
+    return "";
+  }
+}
+
+ViewCache::ViewCache(const std::string& path, const ViewCacheKey& want) : path_(path) {
+  H5Lock lock(h5_mutex());
+  H5Obj f = h5_open_read(path, "teacher-view cache");
+  h5_require_format(f, path, kViewsH5);
+  const std::string fix = "; write one for this configuration with `vitkd teacher-cache CONFIG.toml`, or "
+                          "point distill.teacher_cache_file at the cache written for it";
+  auto mismatch = [&](const std::string& what, const std::string& file_has, const std::string& run_has) {
+    throw UserError(path + ": teacher-view cache for another " + what + " (written for " + file_has +
+                    ", this run has " + run_has + ")" + fix);
+  };
+  classes_ = h5_attr_int(f, "classes");
+  if (classes_ != want.classes)
+    mismatch("number of classes", std::to_string(classes_) + " classes", std::to_string(want.classes));
+  const int64_t n = h5_attr_int(f, "train_size"), h = h5_attr_int(f, "height"), w = h5_attr_int(f, "width"),
+                c = h5_attr_int(f, "channels");
+  const std::vector<double> mean = h5_attr_doubles(f, "mean"), stdv = h5_attr_doubles(f, "std");
+  if (n != want.train_size || h != want.height || w != want.width || c != want.channels || mean != want.mean ||
+      stdv != want.std)
+    mismatch("dataset", h5_attr_string(f, "dataset") + ": " + shape_text(n, h, w, c),
+             "data.path " + want.dataset + ": " + shape_text(want.train_size, want.height, want.width, want.channels) +
+                 (n == want.train_size && h == want.height && w == want.width && c == want.channels
+                      ? ", other pixel statistics"
+                      : ""));
+  const std::string teacher = h5_attr_string(f, "teacher");
+  if (teacher != want.teacher) mismatch("teacher model", teacher, want.teacher);
+  augment_ = h5_attr_int(f, "augment") != 0;
+  const int64_t pad = h5_attr_int(f, "crop_pad");
+  const bool flip = h5_attr_int(f, "flip") != 0;
+  if (augment_ != want.augment || (augment_ && (pad != want.crop_pad || flip != want.flip)))
+    mismatch("augmentation setting", augment_text(augment_, pad, flip),
+             augment_text(want.augment, want.crop_pad, want.flip));
+  const double tau = h5_attr_double(f, "temperature");
+  if (tau != want.temperature)
+    mismatch("temperature", "distill.temperature = " + number_text(tau),
+             "distill.temperature = " + number_text(want.temperature));
+  epochs_ = h5_attr_int(f, "epochs");
+  k_ = h5_attr_int(f, "top_k");
+  seed_ = static_cast<uint64_t>(h5_attr_int(f, "seed"));
+  n_ = n;
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> expect = {
+      {"/views/crop", {epochs_ * n_, 4}}, {"/views/flip", {epochs_ * n_}},
+      {"/targets/class", {epochs_ * n_, k_}}, {"/targets/prob", {epochs_ * n_, k_}},
+      {"/targets/residual", {epochs_ * n_}}};
+  if (epochs_ < 1 || k_ < 1 || k_ > classes_)
+    throw UserError(path + ": teacher-view cache has epochs = " + std::to_string(epochs_) + ", top_k = " +
+                    std::to_string(k_) + " for " + std::to_string(classes_) + " classes (corrupt); " +
+                    kViewsH5.fix);
+  for (const auto& [name, dims] : expect) {
+    const H5DatasetInfo info = h5_dataset_info(f, name);
+    if (info.dims != dims)
+      throw UserError(path + ": " + name + " is " + info.describe() + ", expected " +
+                      std::to_string(dims[0]) + " rows for " + std::to_string(epochs_) + " epochs x " +
+                      std::to_string(n_) + " samples (corrupt); " + kViewsH5.fix);
+  }
+  file_bytes_ = file_size(path);
+}
+
+std::string ViewCache::describe() const {
+  char b[512];
+  std::snprintf(b, sizeof b,
+                "teacher-view cache %s: %lld epoch(s) x %lld samples, top-%lld of %lld classes, views of "
+                "seed %llu%s, %.1f MB; no teacher forward passes",
+                path_.c_str(), (long long)epochs_, (long long)n_, (long long)k_, (long long)classes_,
+                (unsigned long long)seed_, augment_ ? "" : " (unaugmented: epoch 0 replays every epoch)",
+                file_bytes_ / 1e6);
+  return b;
+}
+
+void ViewCache::load(int64_t e) {
+  if (e == loaded_) return;
+  if (e < 0 || e >= epochs_)
+    throw UserError(path_ + ": epoch " + std::to_string(e + 1) + " is past the " + std::to_string(epochs_) +
+                    " cached epochs of views; write a longer cache (distill.cache_epochs) or lower train.epochs");
+  const auto t0 = Clock::now();
+  crop_.resize(n_ * 4);
+  flip_.resize(n_);
+  class_.resize(n_ * k_);
+  prob_.resize(n_ * k_);
+  residual_.resize(n_);
+  {
+    H5Lock lock(h5_mutex());
+    H5Obj f = h5_open_read(path_, "teacher-view cache");
+    auto slab = [&](const char* name, auto* out) {
+      H5Obj d(VK_CHECK(H5, H5Dopen2(f, name, H5P_DEFAULT)));
+      h5_read_slab(d, e * n_, n_, out);
+    };
+    slab("/views/crop", crop_.data());
+    slab("/views/flip", flip_.data());
+    slab("/targets/class", class_.data());
+    slab("/targets/prob", prob_.data());
+    slab("/targets/residual", residual_.data());
+  }
+  for (int64_t i = 0; i < n_ * k_; ++i)
+    if (class_[i] >= classes_)
+      throw UserError(path_ + ": /targets/class holds class " + std::to_string(class_[i]) + " of " +
+                      std::to_string(classes_) + " (corrupt); " + kViewsH5.fix);
+  loaded_ = e;
+  read_s_ += seconds_since(t0);
+}
+
+std::vector<ViewParams> ViewCache::views(int64_t epoch, const std::vector<int64_t>& indices) {
+  load(cached_epoch(epoch));
+  std::vector<ViewParams> out(indices.size());
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const int64_t i = indices[j];
+    if (i < 0 || i >= n_) throw RuntimeError("view cache: sample index out of range");
+    const int16_t* c = crop_.data() + i * 4;
+    out[j] = ViewParams{c[0], c[1], c[2], c[3], flip_[i]};
+  }
+  return out;
+}
+
+torch::Tensor ViewCache::targets(int64_t epoch, const torch::Tensor& idx) {
+  load(cached_epoch(epoch));
+  const int64_t m = idx.numel();
+  const auto ic = idx.to(torch::kCPU, torch::kLong).contiguous();
+  const int64_t* ip = ic.data_ptr<int64_t>();
+  auto out = torch::empty({m, classes_}, torch::kFloat32);
+  float* o = out.data_ptr<float>();
+  const int64_t others = classes_ - k_;
+  for (int64_t j = 0; j < m; ++j) {
+    const int64_t i = ip[j];
+    if (i < 0 || i >= n_) throw RuntimeError("view cache: sample index out of range");
+    float* row = o + j * classes_;
+    const float rest = others > 0 ? std::max(0.0f, residual_[i]) / static_cast<float>(others) : 0.0f;
+    std::fill(row, row + classes_, rest);
+    for (int64_t q = 0; q < k_; ++q) row[class_[i * k_ + q]] = prob_[i * k_ + q];
+  }
+  hits_ += m;
+  return out;
+}
+
+ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& key, Teacher& teacher,
+                                  const DatasetMeta& meta, const AugmentSpec& aug, int64_t epochs, int64_t k,
+                                  int64_t batch) {
+  const World& w = world();
+  const auto t0 = Clock::now();
+  const int64_t n = meta.train_size, K = meta.num_classes;
+  const int64_t E = aug.enabled ? epochs : 1;  // unaugmented views never change
+  k = std::min(k, K);
+  const int64_t lo = (w.rank * n) / w.size, hi = ((w.rank + 1) * n) / w.size;
+  const int64_t row = meta.height * meta.width * meta.channels;
+  const std::string tmp = path + ".tmp";
+  H5Lock lock(h5_mutex());
+  H5Obj in = h5_open_read(meta.path, "dataset");
+  H5Obj images(VK_CHECK(H5, H5Dopen2(in, "/train/images", H5P_DEFAULT)));
+  H5Obj f = h5_create_parallel(tmp);  // collective
+  h5_write_format(f, kViewsH5);
+  h5_attr_write(f, "epochs", E);
+  h5_attr_write(f, "train_size", n);
+  h5_attr_write(f, "top_k", k);
+  h5_attr_write(f, "classes", K);
+  h5_attr_write(f, "seed", static_cast<int64_t>(aug.seed));
+  h5_attr_write(f, "augment", int64_t(key.augment ? 1 : 0));
+  h5_attr_write(f, "crop_pad", key.crop_pad);
+  h5_attr_write(f, "flip", int64_t(key.flip ? 1 : 0));
+  h5_attr_write(f, "temperature", key.temperature);
+  h5_attr_write(f, "height", key.height);
+  h5_attr_write(f, "width", key.width);
+  h5_attr_write(f, "channels", key.channels);
+  h5_attr_write(f, "mean", key.mean);
+  h5_attr_write(f, "std", key.std);
+  h5_attr_write(f, "dataset", key.dataset);
+  h5_attr_write(f, "teacher", key.teacher);
+  const int64_t rows = E * n;
+  H5Obj d_crop = h5_create_dataset_chunked(f, "/views/crop", H5T_NATIVE_INT16, {rows, 4}, kChunkRows);
+  H5Obj d_flip = h5_create_dataset_chunked(f, "/views/flip", H5T_NATIVE_UINT8, {rows}, kChunkRows);
+  H5Obj d_class = h5_create_dataset_chunked(f, "/targets/class", H5T_NATIVE_UINT16, {rows, k}, kChunkRows);
+  H5Obj d_prob = h5_create_dataset_chunked(f, "/targets/prob", H5T_NATIVE_FLOAT, {rows, k}, kChunkRows);
+  H5Obj d_res = h5_create_dataset_chunked(f, "/targets/residual", H5T_NATIVE_FLOAT, {rows}, kChunkRows);
+  int64_t forwards = 0;
+  std::vector<uint8_t> px;
+  std::vector<int64_t> idx;
+  std::vector<ViewParams> views;
+  std::vector<int16_t> crop;
+  std::vector<uint8_t> flip;
+  std::vector<uint16_t> cls;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto te = Clock::now();
+    for (int64_t b0 = lo; b0 < hi; b0 += batch) {
+      const int64_t m = std::min(batch, hi - b0);
+      px.resize(m * row);
+      h5_read_slab(images, b0, m, px.data());
+      idx.resize(m);
+      for (int64_t j = 0; j < m; ++j) idx[j] = b0 + j;
+      views.resize(m);
+      view_params(aug, e, idx.data(), m, meta.height, meta.width, views.data());
+      auto x = torch::empty({m, meta.channels, meta.height, meta.width}, torch::kFloat32);
+      normalize_views(px.data(), views.data(), m, meta.height, meta.width, meta.channels, meta.mean, meta.std,
+                      x.data_ptr<float>());
+      torch::Tensor p;
+      {
+        torch::NoGradGuard ng;
+        p = teacher_soft_target(teacher.logits(x), key.temperature).to(torch::kCPU).contiguous();
+      }
+      forwards += m;
+      auto top = p.topk(k, /*dim=*/-1, /*largest=*/true, /*sorted=*/true);
+      auto prob = std::get<0>(top).contiguous();
+      auto cls_t = std::get<1>(top).to(torch::kInt32).contiguous();
+      auto res = (1.0 - prob.to(torch::kDouble).sum(-1)).clamp_min(0.0).to(torch::kFloat32).contiguous();
+      crop.resize(m * 4);
+      flip.resize(m);
+      cls.resize(m * k);
+      for (int64_t j = 0; j < m; ++j) {
+        crop[j * 4 + 0] = views[j].top;
+        crop[j * 4 + 1] = views[j].left;
+        crop[j * 4 + 2] = views[j].height;
+        crop[j * 4 + 3] = views[j].width;
+        flip[j] = views[j].flip;
+      }
+      const int32_t* cp = cls_t.data_ptr<int32_t>();
+      for (int64_t q = 0; q < m * k; ++q) cls[q] = static_cast<uint16_t>(cp[q]);
+      const int64_t first = e * n + b0;
+      h5_write_slab(d_crop, first, m, crop.data(), false);
+      h5_write_slab(d_flip, first, m, flip.data(), false);
+      h5_write_slab(d_class, first, m, cls.data(), false);
+      h5_write_slab(d_prob, first, m, prob.data_ptr<float>(), false);
+      h5_write_slab(d_res, first, m, res.data_ptr<float>(), false);
+    }
+    log0("teacher-cache: epoch %lld of %lld: %lld views in %.1f s\n", (long long)e + 1, (long long)E,
+         (long long)n, seconds_since(te));
+  }
+  d_res.close();
+  d_prob.close();
+  d_class.close();
+  d_flip.close();
+  d_crop.close();
+  f.close();  // collective
+  images.close();
+  in.close();
+  barrier();
+  if (w.root()) atomic_replace(path, tmp);
+  barrier();
+  ViewCacheWritten out;
+  out.views = rows;
+  out.teacher_forwards = allreduce_sum(forwards);
+  out.top_k = k;
+  out.bytes = file_size(path);
+  out.seconds = seconds_since(t0);
+  return out;
+}
+
+}  // namespace vitkd
