@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include <CLI/CLI.hpp>
+
 #include "comm/world.hpp"
 #include "data/dataset.hpp"
 #include "data/image_folder.hpp"
@@ -129,60 +131,74 @@ std::string Flag::accepts() const {
 
 // ---- parsing -----------------------------------------------------------------
 
+// CLI11 splits and matches the words (--name VALUE, --name=VALUE, positionals,
+// -h/--help anywhere); the checks and the messages are vitkd's, from the table.
+// Every flag takes zero or one value and collects every occurrence, so that a
+// missing value, a repeat and a bad value are each named here, in the order
+// the user typed them.
+namespace {
+const char kNoValue[] = "\x01";  // what a flag given without its value collects
+
+std::string unknown_word(const Command& cmd, const std::string& w) {
+  if (w.size() < 2 || w[0] != '-') return "unexpected argument '" + w + "'" + see_help(cmd);
+  std::vector<std::string> names;
+  for (const auto& c : cmd.flags) names.push_back(c.name);
+  const std::string typed = starts_with(w, "--") ? w.substr(0, w.find('=')) : w;
+  const size_t start = typed.find_first_not_of('-');
+  const std::string bare = start == std::string::npos ? "" : typed.substr(start);
+  const std::string n = bare.empty() ? "" : nearest(bare, names);
+  return "unknown option '" + typed + "'" + (n.empty() ? "" : " (did you mean '--" + n + "'?)") + see_help(cmd);
+}
+}  // namespace
+
 Args parse(const Command& cmd, const std::vector<std::string>& args) {
   Args a;
   a.cmd_ = &cmd;
-  for (const auto& w : args)
-    if (w == "-h" || w == "--help") {
-      a.help_ = true;
-      return a;
-    }
   auto fail = [&](const std::string& what) { throw UserError(cmd.name + ": " + what); };
-  size_t next_positional = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& w = args[i];
-    if (w.size() < 2 || w[0] != '-') {
-      if (next_positional >= cmd.positionals.size())
-        fail("unexpected argument '" + w + "'" + see_help(cmd));
-      a.positionals_[cmd.positionals[next_positional++].name] = w;
-      continue;
-    }
-    const size_t eq = w.find('=');
-    const bool has_eq = starts_with(w, "--") && eq != std::string::npos;
-    const std::string name = starts_with(w, "--") ? w.substr(2, has_eq ? eq - 2 : std::string::npos) : "";
-    const Flag* f = nullptr;
-    for (const auto& c : cmd.flags)
-      if (!name.empty() && c.name == name) f = &c;
-    if (!f) {
-      std::vector<std::string> names;
-      for (const auto& c : cmd.flags) names.push_back(c.name);
-      const std::string typed = has_eq ? w.substr(0, eq) : w;
-      const size_t start = typed.find_first_not_of('-');
-      const std::string bare = start == std::string::npos ? "" : typed.substr(start);
-      const std::string n = bare.empty() ? "" : nearest(bare, names);
-      fail("unknown option '" + typed + "'" + (n.empty() ? "" : " (did you mean '--" + n + "'?)") +
-           see_help(cmd));
-    }
-    std::string value = "1";
-    if (f->kind == Kind::Switch) {
-      if (has_eq) fail("--" + f->name + " takes no value, got '" + w.substr(eq + 1) + "'" + see_help(cmd));
-    } else if (has_eq) {
-      value = w.substr(eq + 1);
-    } else if (i + 1 < args.size() && !starts_with(args[i + 1], "--")) {
-      value = args[++i];
-    } else {
-      fail("--" + f->name + " needs a value (" + f->metavar + ")" + see_help(cmd));
-    }
-    auto& slot = a.values_[f->name];
-    if (!slot.empty() && !f->repeatable)
-      fail("--" + f->name + " is given twice ('" + slot.back() + "' and '" + value + "'); give it once");
-    if (!accepted(*f, value))
-      fail("--" + f->name + " must be " + f->accepts() + ", got '" + value + "'");
-    slot.push_back(value);
+  CLI::App app(cmd.summary, cmd.name);
+  app.allow_extras(true);
+  app.set_help_flag("-h,--help");
+  std::map<const CLI::Option*, const Flag*> flag_of;
+  for (const auto& f : cmd.flags) {
+    auto& slot = a.values_[f.name];
+    CLI::Option* o = f.kind == Kind::Switch
+        ? app.add_flag("--" + f.name + "{" + kNoValue + "}", slot)
+        : app.add_option("--" + f.name, slot)->expected(0, 1)->allow_extra_args(false)->default_str(kNoValue);
+    o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    flag_of[o] = &f;
   }
-  for (size_t k = next_positional; k < cmd.positionals.size(); ++k)
-    if (cmd.positionals[k].required)
-      fail("missing " + cmd.positionals[k].name + " (" + cmd.positionals[k].help + ")" + see_help(cmd));
+  for (const auto& p : cmd.positionals) app.add_option(p.name, a.positionals_[p.name]);
+  std::vector<std::string> words(args.rbegin(), args.rend());  // CLI11 takes them last first
+  try {
+    app.parse(words);
+  } catch (const CLI::CallForHelp&) {
+    a.help_ = true;
+    return a;
+  } catch (const CLI::ParseError& e) {
+    fail(std::string("cannot read the arguments (") + e.what() + ")" + see_help(cmd));
+  }
+  for (const auto& w : app.remaining()) fail(unknown_word(cmd, w));
+  std::map<const Flag*, size_t> seen;
+  for (const CLI::Option* o : app.parse_order()) {
+    auto it = flag_of.find(o);
+    if (it == flag_of.end()) continue;  // a positional
+    const Flag& f = *it->second;
+    const auto& given = a.values_[f.name];
+    const size_t k = seen[&f]++;
+    const std::string& value = given.at(k);
+    if (f.kind == Kind::Switch && value != kNoValue)
+      fail("--" + f.name + " takes no value, got '" + value + "'" + see_help(cmd));
+    if (f.kind != Kind::Switch && value == kNoValue)
+      fail("--" + f.name + " needs a value (" + f.metavar + ")" + see_help(cmd));
+    if (k > 0 && !f.repeatable)
+      fail("--" + f.name + " is given twice ('" + given[0] + "' and '" + value + "'); give it once");
+    if (!accepted(f, value)) fail("--" + f.name + " must be " + f.accepts() + ", got '" + value + "'");
+  }
+  for (auto it = a.values_.begin(); it != a.values_.end();)
+    it = it->second.empty() ? a.values_.erase(it) : std::next(it);
+  for (const auto& p : cmd.positionals)
+    if (p.required && app.count(p.name) == 0)
+      fail("missing " + p.name + " (" + p.help + ")" + see_help(cmd));
   for (const auto& f : cmd.flags)
     if (f.required && !a.values_.count(f.name))
       fail("--" + f.name + " " + f.metavar + " (" + f.help + ") is required" + see_help(cmd));
