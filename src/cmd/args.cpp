@@ -397,10 +397,12 @@ std::vector<Command> make_commands() {
                {Flag::count("elements", "N", "floats per operation (default: the teacher's parameter count)")
                     .at_least(1).at_most(2147483647).default_to("2684576"),
                 Flag::count("iters", "K", "repetitions per operation").at_least(1).default_to("20")}});
-  c.push_back({"keys", "List every configuration key with its type, default and meaning.", {}, {}});
+  c.push_back({"keys", "List every configuration key with its type, default and meaning.", {},
+               {Flag::on_off("markdown", "print the list as docs/configuration.md (a Markdown page)")}});
   c.push_back({"version", "Print the version (also: vitkd --version).", {}, {}});
   c.push_back({"help", "Print this overview, or a command's help (same as vitkd COMMAND --help).",
-               {{"COMMAND", "a command, e.g. export or prepare", false}}, {}});
+               {{"COMMAND", "a command, e.g. export or prepare", false}},
+               {Flag::on_off("markdown", "print every command's page as docs/commands.md (Markdown)")}});
   return c;
 }
 }  // namespace

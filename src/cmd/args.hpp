@@ -148,5 +148,11 @@ std::string main_help();
 /// Prints `text` on rank 0 (stdout) and returns kExitOk: the end of every --help.
 int print_help(const std::string& text);
 
+/// docs/commands.md (`vitkd help --markdown`): every command's usage, arguments
+/// and options, from the tables above (cmd/markdown.cpp).
+std::string commands_markdown();
+/// docs/configuration.md (`vitkd keys --markdown`): every configuration key.
+std::string keys_markdown();
+
 }  // namespace cli
 }  // namespace vitkd
