@@ -98,6 +98,10 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
   const double ips =
       (st.samples_trained - t.trained_at_start) / std::max(1e-9, t.run_seconds - t.eval_seconds);
   const MemoryFootprint mem = s.opt->memory();
+  // The read mode that ran, from each rank's open files (Loader::io_mode).
+  const bool mpio_here = s.train->io_mode() == "mpio" && (!s.test || s.test->io_mode() == "mpio");
+  const int64_t mpio_ranks = allreduce_sum(int64_t(mpio_here ? 1 : 0));
+  const std::string data_io = mpio_ranks == w.size ? "mpio" : mpio_ranks == 0 ? "serial" : "mixed";
   if (w.root()) {
     const bool distill = s.plan.distilling();
     JsonObject r;
@@ -134,7 +138,9 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("skipped_steps", st.bad_steps)
         .set("test_top1_per_epoch", st.top1_per_epoch)
         .set("threads_per_rank", s.plan.threads)
-        .set("compute", cfg.precision_compute);
+        .set("compute", cfg.precision_compute)
+        .set("data_io", data_io)
+        .set("data_io_mpio_ranks", mpio_ranks);
     r.set("phase_seconds_rank0", t.phase_seconds);
     r.set("evaluations", evaluations_json(st.evaluations))
         .set("time_to_accuracy", time_to_accuracy_json(st.evaluations, cfg.train_accuracy_thresholds));

@@ -117,10 +117,12 @@ void echo_model(const Config& cfg, const TrainSetup& s) {
   const MemoryFootprint mem = s.opt->memory();
   const Shard& shard = s.opt->shard();
   log0("%s: %s\n", s.plan.distilling() ? "student" : "model", s.spec.describe().c_str());
-  log0("communication: %s backend, %s, %lld gradient bucket(s) of <= %.1f MB, %s reduce, overlap %s\n",
+  // What runs: the sharded path reduce-scatters in precision.reduce; the
+  // unsharded one allreduces fp32 (validate_config refuses bf16 there).
+  const std::string reduce = s.opt->sharded() ? cfg.precision_reduce + " reduce-scatter" : "fp32 allreduce";
+  log0("communication: %s backend, %s, %lld gradient bucket(s) of <= %.1f MB, %s, overlap %s\n",
        s.comm->name().c_str(), s.opt->sharded() ? "ZeRO-1 sharded AdamW" : "allreduce (unsharded)",
-       (long long)s.opt->bucket_count(), cfg.dist_bucket_mb, cfg.precision_reduce.c_str(),
-       cfg.dist_overlap ? "on" : "off");
+       (long long)s.opt->bucket_count(), cfg.dist_bucket_mb, reduce.c_str(), cfg.dist_overlap ? "on" : "off");
   log0("memory per rank: parameters %lld B, gradients %lld B, optimizer state %lld B (shard %lld of %lld elements)\n",
        (long long)mem.parameters, (long long)mem.gradients, (long long)mem.optimizer,
        (long long)shard.size, (long long)s.flat->padded);
