@@ -336,7 +336,8 @@ std::vector<Command> make_commands() {
                {},
                {Flag::path("out", "FILE.h5", out_help).needed(),
                 Flag::path("source", "DIR", "the folder with the *-ubyte.gz files")
-                    .default_to("/usr/share/datasets/fashion-mnist")}});
+                    .default_to("/usr/share/datasets/fashion-mnist")},
+               "The default folder is where Debian's dataset-fashion-mnist package puts the gzip IDX files."});
   c.push_back({"prepare synthetic", "Write a learnable synthetic dataset (class templates plus noise).",
                {},
                {Flag::path("out", "FILE.h5", out_help).needed(),
@@ -367,7 +368,8 @@ std::vector<Command> make_commands() {
                            "(default: the checkpoint's data.path, if readable)"),
                 Flag::integer("batch", "N", "samples in reference.h5").at_least(1).at_most(4096).default_to("8")}});
   c.push_back({"inspect", "Summarise a vitkd dataset, checkpoint or timing log.",
-               {{"FILE.h5", "the file to summarise"}}, {}});
+               {{"FILE.h5", "the file to summarise"}}, {},
+               "Any other HDF5 file: its top-level objects."});
   c.push_back({"bench gemm", "Measure matrix-product rates (bf16, fp32) at the models' shapes.",
                {},
                {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
@@ -378,7 +380,8 @@ std::vector<Command> make_commands() {
   c.push_back({"bench ops", "Measure GELU forward and backward: torch against vitkd's kernel.",
                {},
                {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
-                Flag::count("millis", "MS", "measuring time per operation").at_least(1).default_to("500")}});
+                Flag::count("millis", "MS", "measuring time per operation").at_least(1).default_to("500")},
+               "Forward and backward, fp32 and bf16, at the models' MLP shapes, against torch::gelu."});
   c.push_back({"bench adamw",
                "Check the AdamW update of a device against the host kernel, and time both.",
                {},
@@ -396,10 +399,12 @@ std::vector<Command> make_commands() {
                {},
                {Flag::count("elements", "N", "floats per operation (default: the teacher's parameter count)")
                     .at_least(1).at_most(2147483647).default_to("2684576"),
-                Flag::count("iters", "K", "repetitions per operation").at_least(1).default_to("20")}});
+                Flag::count("iters", "K", "repetitions per operation").at_least(1).default_to("20")},
+               "The reduce-scatter runs with fp32 and with bf16 on the wire."});
   c.push_back({"keys", "List every configuration key with its type, default and meaning.", {},
                {Flag::on_off("markdown", "print the list as docs/configuration.md (a Markdown page)")}});
-  c.push_back({"version", "Print the version (also: vitkd --version).", {}, {}});
+  c.push_back({"version", "Print the version (also: vitkd --version).", {}, {},
+               "E.g. 'vitkd 0.3.0 (git ea35fef)': the commit when built from a git checkout of its own."});
   c.push_back({"help", "Print this overview, or a command's help (same as vitkd COMMAND --help).",
                {{"COMMAND", "a command, e.g. export or prepare", false}},
                {Flag::on_off("markdown", "print every command's page as docs/commands.md (Markdown)")}});
