@@ -11,7 +11,7 @@ PKGS=(
   libhdf5-openmpi-dev hdf5-tools
   libtorch-dev libopenblas0-openmp
   libtrilinos-kokkos-dev
-  libtomlplusplus-dev
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev googletest
   zlib1g-dev libpng-dev libjpeg62-turbo-dev
   dataset-fashion-mnist

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's "own teacher, data and serving" workflow, end to end on a
+# The workflow of docs/own-data.md (own teacher, data and serving), end to end on a
 # folder of generated photos-like images (coloured shapes, PNG and JPEG):
 #   1. vitkd prepare folder (2 ranks)
 #   2. a CNN teacher trained in PyTorch on that file, saved with torch.jit.save

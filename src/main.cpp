@@ -40,6 +40,7 @@ int help_main(const std::vector<std::string>& args) {
   using namespace vitkd;
   const cli::Command& cmd = cli::command("help");
   const cli::Args a = cli::parse(cmd, args);
+  if (a.on("markdown") && !a.help()) return cli::print_help(cli::commands_markdown());
   if (a.help() || a.positional("COMMAND").empty()) return cli::print_help(cli::main_help());
   return run({a.positional("COMMAND"), "--help"});
 }

@@ -26,7 +26,7 @@ for c in unknown_key_in_file_names_the_nearest unknown_key_in_override_names_the
          unknown_dataset_kind_is_refused negative_sift_history_is_refused \
          more_threads_than_cores_per_rank_are_refused data_io_typo_names_the_nearest \
          device_cuda_without_cuda_is_refused_once nccl_on_the_cpu_is_refused device_typo_names_the_nearest \
-         negative_label_smoothing_is_refused; do
+         negative_label_smoothing_is_refused bf16_reduce_without_sharding_is_refused; do
   CASES+=("$c:setup")
 done
 
@@ -113,6 +113,9 @@ case_unknown_key_in_file_names_the_nearest() {
 case_unknown_key_in_override_names_the_nearest() { refused "did you mean 'model.depth'" --set model.detph=2; }
 case_wrong_type_names_key_and_type() { refused "'data.batch_size' must be an integer" --set data.batch_size='"x"'; }
 case_zero_batch_size_is_refused() { refused "data.batch_size" --set data.batch_size=0; }
+case_bf16_reduce_without_sharding_is_refused() {
+  refused 'precision.reduce = "fp32" or dist.sharding = "zero1"' --set precision.reduce=bf16 --set dist.sharding=none
+}
 case_zero_depth_is_refused() { refused "model.depth" --set model.depth=0; }
 case_heads_not_dividing_dim_are_refused() { refused "heads do not divide dim" --set model.heads=5; }
 case_patch_not_dividing_image_is_refused() { refused "does not divide image_size" --set model.patch=5; }

@@ -3,7 +3,9 @@
 # ranks against 1 rank with the same global batch (32 samples per step):
 #   params_equal_one_rank                   the parameters equal the 1-rank run's up to reduction
 #                                           order (fp32, relative L2 <= 1e-5)
-#   mpio_reads_equal_serial_reads           data.io = "mpio" trains bit for bit as "serial"
+#   mpio_reads_equal_serial_reads           data.io = "mpio" trains bit for bit as "serial", and
+#                                           result.json's data_io says which mode each run used
+#                                           (every rank's file through MPI-IO under mpio)
 #   sift_selection_equal_one_rank_with_short_history
 #                                           sifting with a history (16) shorter than one global
 #                                           batch keeps the same samples as at 1 rank
@@ -36,12 +38,23 @@ case_params_equal_one_rank() {
   run one 1
   run many "$NP"
   cmp_ckpt one/checkpoint.h5 many/checkpoint.h5 --rtol 1e-5 --groups model
+  # The start-up line names the reduction that runs.
+  grep -q "ZeRO-1 sharded AdamW, .*, fp32 reduce-scatter," many.log || fail "start-up line: $(grep -m1 communication: many.log)"
 }
 
 case_mpio_reads_equal_serial_reads() {
   run serial "$NP"
   run mpio "$NP" 'data.io="mpio"'
   cmp_ckpt serial/checkpoint.h5 mpio/checkpoint.h5 --exact
+  # Equal results are also what an ignored option gives: result.json says which
+  # mode ran, and under mpio that every rank's file has HDF5's MPI-IO driver.
+  "$PYTHON" - serial/result.json mpio/result.json "$NP" <<'PY'
+import json, sys
+serial, mpio, n = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+got = [(r.get("data_io"), r.get("data_io_mpio_ranks")) for r in (serial, mpio)]
+assert got == [("serial", 0), ("mpio", n)], f"(data_io, data_io_mpio_ranks) of serial, mpio runs: {got}"
+print("ok: data_io serial/0 and mpio/%d" % n)
+PY
 }
 
 case_sift_selection_equal_one_rank_with_short_history() {

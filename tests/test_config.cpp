@@ -139,3 +139,15 @@ TEST(Config, AccuracyThresholdsAreAListOfFractions) {
   }
   EXPECT_NE(error_of("[train]\neval_every_steps = -1\n").find("train.eval_every_steps"), std::string::npos);
 }
+
+// precision.reduce = "bf16" is the sharded reduce-scatter's wire type; the
+// unsharded allreduce is fp32, so the pair is one clear error, not ignored.
+TEST(Config, Bf16ReduceWithoutShardingIsRefusedWithTheFix) {
+  const std::string e = error_of("", {"precision.reduce=bf16", "dist.sharding=none"});
+  EXPECT_NE(e.find("precision.reduce"), std::string::npos) << e;
+  EXPECT_NE(e.find("dist.sharding = \"zero1\""), std::string::npos) << e;
+  EXPECT_NE(e.find("precision.reduce = \"fp32\""), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  EXPECT_EQ(error_of("", {"precision.reduce=bf16", "dist.sharding=zero1"}), "");
+  EXPECT_EQ(error_of("", {"precision.reduce=fp32", "dist.sharding=none"}), "");
+}

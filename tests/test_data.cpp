@@ -4,6 +4,7 @@
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <cmath>
 #include <set>
 
 #include "data/augment.hpp"
@@ -326,6 +327,55 @@ TEST(Augment, ViewParamsArePureFunctionsOfSeedEpochAndIndex) {
   EXPECT_LT(flips, 140);
   AugmentSpec off;  // no augmentation: the whole image, unmirrored
   EXPECT_TRUE(view_params(off, 7, 123, 28, 28) == (ViewParams{0, 0, 28, 28, 0}));
+}
+
+// The crop is a shift by (dy, dx) in [-pad, pad]^2 with zeros where the
+// source falls outside the image: each output is exactly one such shift of
+// its input (pixel values 1..36 are distinct and nonzero, so the shift is
+// unique), every shift of the range occurs over 400 samples, and the shift
+// (2, -2) is spelled out: out(y, x) = in(y + 2, x - 2), the bottom two rows and
+// the left two columns zero.
+TEST(Augment, CropIsAZeroPaddedShiftOfEveryOffsetWithinThePad) {
+  const int64_t H = 6, W = 6, n = 400, pad = 2;
+  std::vector<uint8_t> px(n * H * W);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(1 + i % (H * W));
+  std::vector<int64_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::vector<float> out(px.size());
+  AugmentSpec crop;
+  crop.enabled = true;
+  crop.pad = pad;
+  crop.flip = false;
+  crop.seed = 5;
+  normalize_augment(px.data(), idx.data(), n, H, W, 1, {0.0}, {1.0}, crop, 1, out.data());
+  auto src = [&](int64_t y, int64_t x) {
+    return (y >= 0 && y < H && x >= 0 && x < W) ? static_cast<float>(1 + y * W + x) / 255.f : 0.f;
+  };
+  std::set<std::pair<int64_t, int64_t>> seen;
+  const float* known = nullptr;
+  for (int64_t b = 0; b < n; ++b) {
+    const float* o = out.data() + b * H * W;
+    std::vector<std::pair<int64_t, int64_t>> fits;
+    for (int64_t dy = -pad - 1; dy <= pad + 1; ++dy)
+      for (int64_t dx = -pad - 1; dx <= pad + 1; ++dx) {
+        bool ok = true;
+        for (int64_t y = 0; y < H && ok; ++y)
+          for (int64_t x = 0; x < W && ok; ++x) ok = std::abs(o[y * W + x] - src(y + dy, x + dx)) < 1e-7f;
+        if (ok) fits.emplace_back(dy, dx);
+      }
+    ASSERT_EQ(fits.size(), 1u) << "sample " << b << " is not one zero-padded shift of its input";
+    EXPECT_LE(std::abs(fits[0].first), pad);
+    EXPECT_LE(std::abs(fits[0].second), pad);
+    seen.insert(fits[0]);
+    if (fits[0] == std::make_pair(int64_t(2), int64_t(-2))) known = o;
+  }
+  EXPECT_EQ(seen.size(), size_t((2 * pad + 1) * (2 * pad + 1))) << "not every shift in [-pad, pad]^2 occurs";
+  ASSERT_NE(known, nullptr);
+  for (int64_t y = 0; y < H; ++y)
+    for (int64_t x = 0; x < W; ++x) {
+      const float want = (y + 2 < H && x - 2 >= 0) ? float(1 + (y + 2) * W + (x - 2)) / 255.f : 0.f;
+      EXPECT_FLOAT_EQ(known[y * W + x], want) << "shift (2, -2) at (" << y << ", " << x << ")";
+    }
 }
 
 // ---- image folders: resize + centre crop, decoding errors ------------------------

@@ -34,9 +34,11 @@ TEST(Json, StringsAreEscapedPerRfc8259) {
   EXPECT_EQ(json_escape("plain text"), "\"plain text\"");
   EXPECT_EQ(json_escape("q\"b\\s"), "\"q\\\"b\\\\s\"");
   EXPECT_EQ(json_escape("a\nb\tc"), "\"a\\nb\\tc\"");
-  // Every other control character as \u00XX; nothing else is touched
-  // (UTF-8 passes through as bytes, '/' and DEL need no escape).
-  EXPECT_EQ(json_escape(std::string("\x01\r\x1f", 3)), "\"\\u0001\\u000d\\u001f\"");
+  // Every other control character as \r (etc.) or \u00XX; nothing else is
+  // touched (UTF-8 passes through as bytes, '/' and DEL need no escape).
+  EXPECT_EQ(json_escape(std::string("\x01\r\x1f", 3)), "\"\\u0001\\r\\u001f\"");
+  // Bytes that are not UTF-8 become U+FFFD instead of failing the write.
+  EXPECT_EQ(json_escape("a\xff"), "\"a\xef\xbf\xbd\"");
   EXPECT_EQ(json_escape(std::string("\0x", 2)), "\"\\u0000x\"");
   EXPECT_EQ(json_escape("r\xc3\xa9sultats/\x7f"), "\"r\xc3\xa9sultats/\x7f\"");
 }
@@ -48,7 +50,7 @@ TEST(Json, NumbersKeepTenSignificantDigitsAndNonFiniteBecomesNull) {
   EXPECT_EQ(one(1.0 / 3.0), doc("0.3333333333"));
   EXPECT_EQ(one(-2.5e-7), doc("-2.5e-07"));
   EXPECT_EQ(one(1e300), doc("1e+300"));
-  EXPECT_EQ(one(3.0), doc("3"));
+  EXPECT_EQ(one(3.0), doc("3.0"));  // a float stays a float
   EXPECT_EQ(one(std::nan("")), doc("null"));
   EXPECT_EQ(one(std::numeric_limits<double>::infinity()), doc("null"));
   EXPECT_EQ(one(-std::numeric_limits<double>::infinity()), doc("null"));

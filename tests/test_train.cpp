@@ -99,14 +99,14 @@ TEST(TimeToAccuracy, EachThresholdTakesTheFirstEvaluationAtOrAboveIt) {
   ASSERT_EQ(tta.size(), 2u);
   EXPECT_EQ(tta[0].inline_str(),
             "{\"threshold\": 0.87, \"reached\": true, \"step\": 20, \"samples_seen\": 160, "
-            "\"train_seconds\": 2, \"elapsed_seconds\": 3}");
+            "\"train_seconds\": 2.0, \"elapsed_seconds\": 3.0}");
   EXPECT_EQ(tta[1].inline_str(),
             "{\"threshold\": 0.95, \"reached\": false, \"step\": null, \"samples_seen\": null, "
             "\"train_seconds\": null, \"elapsed_seconds\": null}");
   const auto ev = evaluations_json(evals);
   ASSERT_EQ(ev.size(), 4u);
   EXPECT_EQ(ev[2].inline_str(),
-            "{\"step\": 30, \"samples_seen\": 240, \"train_seconds\": 3, \"elapsed_seconds\": 4.5, "
+            "{\"step\": 30, \"samples_seen\": 240, \"train_seconds\": 3.0, \"elapsed_seconds\": 4.5, "
             "\"epoch\": 1, \"test_top1\": 0.86}");
   JsonObject r;
   r.set("a", int64_t(1)).set("evaluations", ev).set("none", std::vector<JsonObject>{});

@@ -9,7 +9,7 @@
 #   ce beta 2, 6 = scope "teacher" ce beta 1); 0 is the baseline the others are
 #   compared with, so keep it in. Variants 1-4 skip unkept samples (scope
 #   "sample", the published rule); 5-6 train every sample and give only the kept
-#   ones the teacher (README, "Loss-history sifting").
+#   ones the teacher (docs/sifting.md).
 # Needs a teacher (default runs/fmnist-teacher/checkpoint.h5, from
 # `mpirun -n 2 build/vitkd train inputs/fmnist-teacher.toml`).
 set -euo pipefail

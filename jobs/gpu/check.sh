@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2317,SC2012  # check functions run indirectly; ls on our own file names
-# The GPU check: one command on a lent GPU machine (README, "How to run the
-# GPU check"). Run from the repository root after jobs/gpu/prepare.sh filled
+# The GPU check: one command on a lent GPU machine (docs/gpu-design.md,
+# "How to run the GPU check"). Run from the repository root after jobs/gpu/prepare.sh filled
 # gpu-carry/ on a Debian 12 machine:
 #
 #   jobs/gpu/check.sh                 # on the GPU machine; results in $OUT

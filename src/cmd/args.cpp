@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include <CLI/CLI.hpp>
+
 #include "comm/world.hpp"
 #include "data/dataset.hpp"
 #include "data/image_folder.hpp"
@@ -129,60 +131,74 @@ std::string Flag::accepts() const {
 
 // ---- parsing -----------------------------------------------------------------
 
+// CLI11 splits and matches the words (--name VALUE, --name=VALUE, positionals,
+// -h/--help anywhere); the checks and the messages are vitkd's, from the table.
+// Every flag takes zero or one value and collects every occurrence, so that a
+// missing value, a repeat and a bad value are each named here, in the order
+// the user typed them.
+namespace {
+const char kNoValue[] = "\x01";  // what a flag given without its value collects
+
+std::string unknown_word(const Command& cmd, const std::string& w) {
+  if (w.size() < 2 || w[0] != '-') return "unexpected argument '" + w + "'" + see_help(cmd);
+  std::vector<std::string> names;
+  for (const auto& c : cmd.flags) names.push_back(c.name);
+  const std::string typed = starts_with(w, "--") ? w.substr(0, w.find('=')) : w;
+  const size_t start = typed.find_first_not_of('-');
+  const std::string bare = start == std::string::npos ? "" : typed.substr(start);
+  const std::string n = bare.empty() ? "" : nearest(bare, names);
+  return "unknown option '" + typed + "'" + (n.empty() ? "" : " (did you mean '--" + n + "'?)") + see_help(cmd);
+}
+}  // namespace
+
 Args parse(const Command& cmd, const std::vector<std::string>& args) {
   Args a;
   a.cmd_ = &cmd;
-  for (const auto& w : args)
-    if (w == "-h" || w == "--help") {
-      a.help_ = true;
-      return a;
-    }
   auto fail = [&](const std::string& what) { throw UserError(cmd.name + ": " + what); };
-  size_t next_positional = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& w = args[i];
-    if (w.size() < 2 || w[0] != '-') {
-      if (next_positional >= cmd.positionals.size())
-        fail("unexpected argument '" + w + "'" + see_help(cmd));
-      a.positionals_[cmd.positionals[next_positional++].name] = w;
-      continue;
-    }
-    const size_t eq = w.find('=');
-    const bool has_eq = starts_with(w, "--") && eq != std::string::npos;
-    const std::string name = starts_with(w, "--") ? w.substr(2, has_eq ? eq - 2 : std::string::npos) : "";
-    const Flag* f = nullptr;
-    for (const auto& c : cmd.flags)
-      if (!name.empty() && c.name == name) f = &c;
-    if (!f) {
-      std::vector<std::string> names;
-      for (const auto& c : cmd.flags) names.push_back(c.name);
-      const std::string typed = has_eq ? w.substr(0, eq) : w;
-      const size_t start = typed.find_first_not_of('-');
-      const std::string bare = start == std::string::npos ? "" : typed.substr(start);
-      const std::string n = bare.empty() ? "" : nearest(bare, names);
-      fail("unknown option '" + typed + "'" + (n.empty() ? "" : " (did you mean '--" + n + "'?)") +
-           see_help(cmd));
-    }
-    std::string value = "1";
-    if (f->kind == Kind::Switch) {
-      if (has_eq) fail("--" + f->name + " takes no value, got '" + w.substr(eq + 1) + "'" + see_help(cmd));
-    } else if (has_eq) {
-      value = w.substr(eq + 1);
-    } else if (i + 1 < args.size() && !starts_with(args[i + 1], "--")) {
-      value = args[++i];
-    } else {
-      fail("--" + f->name + " needs a value (" + f->metavar + ")" + see_help(cmd));
-    }
-    auto& slot = a.values_[f->name];
-    if (!slot.empty() && !f->repeatable)
-      fail("--" + f->name + " is given twice ('" + slot.back() + "' and '" + value + "'); give it once");
-    if (!accepted(*f, value))
-      fail("--" + f->name + " must be " + f->accepts() + ", got '" + value + "'");
-    slot.push_back(value);
+  CLI::App app(cmd.summary, cmd.name);
+  app.allow_extras(true);
+  app.set_help_flag("-h,--help");
+  std::map<const CLI::Option*, const Flag*> flag_of;
+  for (const auto& f : cmd.flags) {
+    auto& slot = a.values_[f.name];
+    CLI::Option* o = f.kind == Kind::Switch
+        ? app.add_flag("--" + f.name + "{" + kNoValue + "}", slot)
+        : app.add_option("--" + f.name, slot)->expected(0, 1)->allow_extra_args(false)->default_str(kNoValue);
+    o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    flag_of[o] = &f;
   }
-  for (size_t k = next_positional; k < cmd.positionals.size(); ++k)
-    if (cmd.positionals[k].required)
-      fail("missing " + cmd.positionals[k].name + " (" + cmd.positionals[k].help + ")" + see_help(cmd));
+  for (const auto& p : cmd.positionals) app.add_option(p.name, a.positionals_[p.name]);
+  std::vector<std::string> words(args.rbegin(), args.rend());  // CLI11 takes them last first
+  try {
+    app.parse(words);
+  } catch (const CLI::CallForHelp&) {
+    a.help_ = true;
+    return a;
+  } catch (const CLI::ParseError& e) {
+    fail(std::string("cannot read the arguments (") + e.what() + ")" + see_help(cmd));
+  }
+  for (const auto& w : app.remaining()) fail(unknown_word(cmd, w));
+  std::map<const Flag*, size_t> seen;
+  for (const CLI::Option* o : app.parse_order()) {
+    auto it = flag_of.find(o);
+    if (it == flag_of.end()) continue;  // a positional
+    const Flag& f = *it->second;
+    const auto& given = a.values_[f.name];
+    const size_t k = seen[&f]++;
+    const std::string& value = given.at(k);
+    if (f.kind == Kind::Switch && value != kNoValue)
+      fail("--" + f.name + " takes no value, got '" + value + "'" + see_help(cmd));
+    if (f.kind != Kind::Switch && value == kNoValue)
+      fail("--" + f.name + " needs a value (" + f.metavar + ")" + see_help(cmd));
+    if (k > 0 && !f.repeatable)
+      fail("--" + f.name + " is given twice ('" + given[0] + "' and '" + value + "'); give it once");
+    if (!accepted(f, value)) fail("--" + f.name + " must be " + f.accepts() + ", got '" + value + "'");
+  }
+  for (auto it = a.values_.begin(); it != a.values_.end();)
+    it = it->second.empty() ? a.values_.erase(it) : std::next(it);
+  for (const auto& p : cmd.positionals)
+    if (p.required && app.count(p.name) == 0)
+      fail("missing " + p.name + " (" + p.help + ")" + see_help(cmd));
   for (const auto& f : cmd.flags)
     if (f.required && !a.values_.count(f.name))
       fail("--" + f.name + " " + f.metavar + " (" + f.help + ") is required" + see_help(cmd));
@@ -320,7 +336,8 @@ std::vector<Command> make_commands() {
                {},
                {Flag::path("out", "FILE.h5", out_help).needed(),
                 Flag::path("source", "DIR", "the folder with the *-ubyte.gz files")
-                    .default_to("/usr/share/datasets/fashion-mnist")}});
+                    .default_to("/usr/share/datasets/fashion-mnist")},
+               "The default folder is where Debian's dataset-fashion-mnist package puts the gzip IDX files."});
   c.push_back({"prepare synthetic", "Write a learnable synthetic dataset (class templates plus noise).",
                {},
                {Flag::path("out", "FILE.h5", out_help).needed(),
@@ -351,7 +368,8 @@ std::vector<Command> make_commands() {
                            "(default: the checkpoint's data.path, if readable)"),
                 Flag::integer("batch", "N", "samples in reference.h5").at_least(1).at_most(4096).default_to("8")}});
   c.push_back({"inspect", "Summarise a vitkd dataset, checkpoint or timing log.",
-               {{"FILE.h5", "the file to summarise"}}, {}});
+               {{"FILE.h5", "the file to summarise"}}, {},
+               "Any other HDF5 file: its top-level objects."});
   c.push_back({"bench gemm", "Measure matrix-product rates (bf16, fp32) at the models' shapes.",
                {},
                {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
@@ -362,7 +380,8 @@ std::vector<Command> make_commands() {
   c.push_back({"bench ops", "Measure GELU forward and backward: torch against vitkd's kernel.",
                {},
                {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
-                Flag::count("millis", "MS", "measuring time per operation").at_least(1).default_to("500")}});
+                Flag::count("millis", "MS", "measuring time per operation").at_least(1).default_to("500")},
+               "Forward and backward, fp32 and bf16, at the models' MLP shapes, against torch::gelu."});
   c.push_back({"bench adamw",
                "Check the AdamW update of a device against the host kernel, and time both.",
                {},
@@ -380,17 +399,21 @@ std::vector<Command> make_commands() {
                {},
                {Flag::count("elements", "N", "floats per operation (default: the teacher's parameter count)")
                     .at_least(1).at_most(2147483647).default_to("2684576"),
-                Flag::count("iters", "K", "repetitions per operation").at_least(1).default_to("20")}});
+                Flag::count("iters", "K", "repetitions per operation").at_least(1).default_to("20")},
+               "The reduce-scatter runs with fp32 and with bf16 on the wire."});
   c.push_back({"teacher-cache", "Run the teacher once over E epochs' augmented views and write a teacher-view cache.",
                {{"CONFIG.toml", "the distillation configuration (data, teacher, augmentation, run.seed, distill.*)"}},
                {Flag::text("set", "section.key=value", "override one configuration key").many()},
                "Writes distill.teacher_cache_file (default run.out_dir/teacher_views.h5): distill.cache_epochs "
                "epochs of views, each with the teacher's top distill.cache_top_k probabilities. Students replay "
                "it with distill.teacher_cache = true; see docs/teacher-cache.md. Launch with mpirun for several ranks."});
-  c.push_back({"keys", "List every configuration key with its type, default and meaning.", {}, {}});
-  c.push_back({"version", "Print the version (also: vitkd --version).", {}, {}});
+  c.push_back({"keys", "List every configuration key with its type, default and meaning.", {},
+               {Flag::on_off("markdown", "print the list as docs/configuration.md (a Markdown page)")}});
+  c.push_back({"version", "Print the version (also: vitkd --version).", {}, {},
+               "E.g. 'vitkd 0.3.0 (git ea35fef)': the commit when built from a git checkout of its own."});
   c.push_back({"help", "Print this overview, or a command's help (same as vitkd COMMAND --help).",
-               {{"COMMAND", "a command, e.g. export or prepare", false}}, {}});
+               {{"COMMAND", "a command, e.g. export or prepare", false}},
+               {Flag::on_off("markdown", "print every command's page as docs/commands.md (Markdown)")}});
   return c;
 }
 }  // namespace

@@ -8,10 +8,12 @@
 // command does anything, so nothing is written when they are wrong;
 // help_text() prints the same table, so help and parser cannot drift.
 //
-// Accepted forms: `--name VALUE`, `--name=VALUE`, `--switch`, and `-h`/`--help`
-// anywhere (then nothing else is checked). A value that begins with "--" counts
-// as missing ("--out --batch 4" is an error, not an output named "--batch");
-// one dash is a value ("--train -5" is a negative count, refused as such).
+// CLI11 (libcli11-dev) splits and matches the words; the checks and the
+// messages are this table's. Accepted forms: `--name VALUE`, `--name=VALUE`,
+// `--switch`, and `-h`/`--help` anywhere (then nothing else is checked). A
+// value that looks like an option ("--batch", "-x") counts as missing
+// ("--out --batch 4" is an error, not an output named "--batch"); a dash and a
+// digit is a value ("--train -5" is a negative count, refused as such).
 // Every mistake is one UserError line naming the subcommand, the flag and the
 // fix, e.g.
 //   export: unknown option '--ot' (did you mean '--out'?); run 'vitkd export --help'
@@ -145,6 +147,12 @@ std::string main_help();
 
 /// Prints `text` on rank 0 (stdout) and returns kExitOk: the end of every --help.
 int print_help(const std::string& text);
+
+/// docs/commands.md (`vitkd help --markdown`): every command's usage, arguments
+/// and options, from the tables above (cmd/markdown.cpp).
+std::string commands_markdown();
+/// docs/configuration.md (`vitkd keys --markdown`): every configuration key.
+std::string keys_markdown();
 
 }  // namespace cli
 }  // namespace vitkd

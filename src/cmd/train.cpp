@@ -27,7 +27,9 @@ int train_command(const std::vector<std::string>& args) {
 
 int keys_main(const std::vector<std::string>& args) {
   const cli::Command& cmd = cli::command("keys");
-  if (cli::parse(cmd, args).help()) return cli::print_help(cli::help_text(cmd));
+  const cli::Args a = cli::parse(cmd, args);
+  if (a.help()) return cli::print_help(cli::help_text(cmd));
+  if (a.on("markdown")) return cli::print_help(cli::keys_markdown());
   if (world().root())
     for (const auto& k : config_keys())
       std::printf("%-28s %-8s %-16s %s\n", k.name.c_str(), k.type.c_str(), k.def.c_str(),

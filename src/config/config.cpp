@@ -269,6 +269,12 @@ void validate_config(const Config& c, const std::string& origin) {
   one_of("dist.backend", c.dist_backend, {"auto", "mpi", "nccl"});
   one_of("run.device", c.run_device, {"auto", "cpu", "cuda"});
   one_of("dist.sharding", c.dist_sharding, {"zero1", "none"});
+  // The bf16 wire type is the sharded reduce-scatter's; the unsharded baseline
+  // allreduces fp32 gradients, so the pair would silently mean fp32.
+  if (c.precision_reduce == "bf16" && c.dist_sharding == "none")
+    bad("precision.reduce", "\"bf16\" is the wire type of the sharded reduce-scatter (dist.sharding = "
+                            "\"zero1\"); dist.sharding = \"none\" allreduces fp32 gradients. Set "
+                            "precision.reduce = \"fp32\" or dist.sharding = \"zero1\"");
   one_of("sift.criterion", c.sift_criterion, {"ce", "kd"});
   one_of("sift.scope", c.sift_scope, {"sample", "teacher"});
   one_of("model.init", c.model_init, {"trunc_normal", "torch"});

@@ -91,6 +91,8 @@ Loader::Loader(const DatasetMeta& meta, const LoaderOptions& opt) : meta_(meta),
     mpio_file_ = h5_open_parallel(meta_.path, /*write=*/false);  // collective
     mpio_images_ = H5Obj(VK_CHECK(H5, H5Dopen2(mpio_file_, ("/" + opt_.split + "/images").c_str(), H5P_DEFAULT)));
     mpio_labels_ = H5Obj(VK_CHECK(H5, H5Dopen2(mpio_file_, ("/" + opt_.split + "/labels").c_str(), H5P_DEFAULT)));
+    H5Obj fapl(VK_CHECK(H5, H5Fget_access_plist(mpio_file_)));
+    if (VK_CHECK(H5, H5Pget_driver(fapl)) == H5FD_MPIO) io_mode_ = "mpio";
     return;
   }
   thread_ = std::thread([this] {

@@ -94,6 +94,10 @@ class Loader {
   /// Global batches per epoch.
   int64_t steps_per_epoch() const { return steps_; }
   int64_t split_size() const { return n_; }
+  /// How this rank reads the samples, as found, not as asked: "mpio" when the
+  /// open file's access property list has HDF5's MPI-IO driver
+  /// (H5Pget_driver), "serial" otherwise (result.json's data_io).
+  const std::string& io_mode() const { return io_mode_; }
 
  private:
   void run();
@@ -106,6 +110,7 @@ class Loader {
   std::vector<int64_t> perm_;  ///< the permutation of epoch perm_epoch_
   int64_t perm_epoch_ = -1;
   H5Obj mpio_file_, mpio_images_, mpio_labels_;  ///< data.io = "mpio" only
+  std::string io_mode_ = "serial";
 
   std::thread thread_;
   std::mutex mu_;

@@ -2,90 +2,70 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
-#include <sstream>
 
 #include "io/h5.hpp"
 #include "util/error.hpp"
 
 namespace vitkd {
 
-std::string json_escape(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          o += b;
-        } else {
-          o += c;
-        }
-    }
-  }
-  return o + "\"";
+namespace {
+constexpr auto kReplace = nlohmann::ordered_json::error_handler_t::replace;
+
+// 10 significant digits (what result.json's figures carry); null when not finite.
+nlohmann::ordered_json number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  char b[32];
+  std::snprintf(b, sizeof b, "%.10g", v);
+  return std::strtod(b, nullptr);
 }
 
-static std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  std::ostringstream o;
-  o.precision(10);
-  o << v;
-  return o.str();
+// One line with ", " and ": " between items, as result.json has always read.
+std::string one_line(const nlohmann::ordered_json& j) {
+  if (!j.is_structured()) return j.dump(-1, ' ', false, kReplace);
+  std::string s = j.is_object() ? "{" : "[";
+  const char* sep = "";
+  for (auto it = j.begin(); it != j.end(); ++it, sep = ", ")
+    s += sep + (j.is_object() ? json_escape(it.key()) + ": " : "") + one_line(*it);
+  return s + (j.is_object() ? "}" : "]");
 }
+}  // namespace
 
-JsonObject& JsonObject::raw(const std::string& key, std::string json) {
-  for (auto& kv : items_)
-    if (kv.first == key) {
-      kv.second = std::move(json);
-      return *this;
-    }
-  items_.emplace_back(key, std::move(json));
-  return *this;
-}
-JsonObject& JsonObject::set(const std::string& k, const std::string& v) { return raw(k, json_escape(v)); }
-JsonObject& JsonObject::set(const std::string& k, double v) { return raw(k, num(v)); }
-JsonObject& JsonObject::set(const std::string& k, int64_t v) { return raw(k, std::to_string(v)); }
-JsonObject& JsonObject::set(const std::string& k, bool v) { return raw(k, v ? "true" : "false"); }
+std::string json_escape(const std::string& s) { return nlohmann::ordered_json(s).dump(-1, ' ', false, kReplace); }
+
+JsonObject& JsonObject::set(const std::string& k, double v) { return put(k, number(v)); }
+
 JsonObject& JsonObject::set(const std::string& k, const std::vector<double>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + num(v[i]);
-  return raw(k, s + "]");
-}
-
-JsonObject& JsonObject::set(const std::string& k, const std::vector<std::string>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_escape(v[i]);
-  return raw(k, s + "]");
+  auto a = nlohmann::ordered_json::array();
+  for (double x : v) a.push_back(number(x));
+  return put(k, std::move(a));
 }
 
 JsonObject& JsonObject::set(const std::string& k, const std::vector<JsonObject>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ",\n    " : "\n    ") + v[i].inline_str();
-  return raw(k, s + (v.empty() ? "]" : "\n  ]"));
+  auto a = nlohmann::ordered_json::array();
+  for (const auto& o : v) a.push_back(o.j_);
+  return put(k, std::move(a));
 }
 
-JsonObject& JsonObject::set_null(const std::string& k) { return raw(k, "null"); }
-
-std::string JsonObject::inline_str() const {
-  std::string s = "{";
-  for (size_t i = 0; i < items_.size(); ++i)
-    s += (i ? ", " : "") + json_escape(items_[i].first) + ": " + items_[i].second;
-  return s + "}";
-}
-
+// One key a line; a list of objects with one object a line.
 std::string JsonObject::str() const {
   std::string s = "{\n";
-  for (size_t i = 0; i < items_.size(); ++i)
-    s += "  " + json_escape(items_[i].first) + ": " + items_[i].second +
-         (i + 1 < items_.size() ? ",\n" : "\n");
-  return s + "}\n";
+  const char* sep = "";
+  for (auto it = j_.begin(); it != j_.end(); ++it, sep = ",\n") {
+    const auto& v = *it;
+    std::string value = one_line(v);
+    if (v.is_array() && !v.empty() && v.front().is_object()) {
+      value = "[";
+      for (size_t i = 0; i < v.size(); ++i) value += (i ? ",\n    " : "\n    ") + one_line(v[i]);
+      value += "\n  ]";
+    }
+    s += sep + std::string("  ") + json_escape(it.key()) + ": " + value;
+  }
+  return s + (j_.empty() ? "}\n" : "\n}\n");
 }
+
+std::string JsonObject::inline_str() const { return one_line(j_); }
 
 void JsonObject::write(const std::string& path) const {
   const std::string tmp = path + ".tmp";

@@ -100,6 +100,10 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
   const double ips =
       (st.samples_trained - t.trained_at_start) / std::max(1e-9, t.run_seconds - t.eval_seconds);
   const MemoryFootprint mem = s.opt->memory();
+  // The read mode that ran, from each rank's open files (Loader::io_mode).
+  const bool mpio_here = s.train->io_mode() == "mpio" && (!s.test || s.test->io_mode() == "mpio");
+  const int64_t mpio_ranks = allreduce_sum(int64_t(mpio_here ? 1 : 0));
+  const std::string data_io = mpio_ranks == w.size ? "mpio" : mpio_ranks == 0 ? "serial" : "mixed";
   if (w.root()) {
     const bool distill = s.plan.distilling();
     JsonObject r;
@@ -145,7 +149,9 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("reduce", s.precision.reduce)
         .set("bf16_over_fp32_gemm", s.precision.bf16_over_fp32)
         .set("mfu", s.flops_per_sample * ips / (s.gemm_ceiling * s.plan.threads * w.size))
-        .set("gemm_flops_per_core", s.gemm_ceiling);
+        .set("gemm_flops_per_core", s.gemm_ceiling)
+        .set("data_io", data_io)
+        .set("data_io_mpio_ranks", mpio_ranks);
     r.set("phase_seconds_rank0", t.phase_seconds);
     if (t.teacher_agreement >= 0) 
       r.set("teacher_agreement", t.teacher_agreement)

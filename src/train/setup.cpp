@@ -118,10 +118,12 @@ void echo_model(const Config& cfg, const TrainSetup& s) {
   const MemoryFootprint mem = s.opt->memory();
   const Shard& shard = s.opt->shard();
   log0("%s: %s\n", s.plan.distilling() ? "student" : "model", s.spec.describe().c_str());
-  log0("communication: %s backend, %s, %lld gradient bucket(s) of <= %.1f MB, %s reduce, overlap %s\n",
+  // What runs: the sharded path reduce-scatters in precision.reduce; the
+  // unsharded one allreduces fp32 (validate_config refuses bf16 there).
+  const std::string reduce = s.opt->sharded() ? s.precision.reduce + " reduce-scatter" : "fp32 allreduce";
+  log0("communication: %s backend, %s, %lld gradient bucket(s) of <= %.1f MB, %s, overlap %s\n",
        s.comm->name().c_str(), s.opt->sharded() ? "ZeRO-1 sharded AdamW" : "allreduce (unsharded)",
-       (long long)s.opt->bucket_count(), cfg.dist_bucket_mb, s.precision.reduce.c_str(),
-       cfg.dist_overlap ? "on" : "off");
+       (long long)s.opt->bucket_count(), cfg.dist_bucket_mb, reduce.c_str(), cfg.dist_overlap ? "on" : "off");
   log0("memory per rank: parameters %lld B, gradients %lld B, optimizer state %lld B (shard %lld of %lld elements)\n",
        (long long)mem.parameters, (long long)mem.gradients, (long long)mem.optimizer,
        (long long)shard.size, (long long)s.flat->padded);
@@ -203,6 +205,9 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   torch::set_num_threads(static_cast<int>(plan.threads));
   s.precision = choose_precision(cfg.precision_compute, cfg.precision_reduce, plan.device);
   plan.bf16 = s.precision.bf16();
+  // The unsharded path allreduces fp32 (validate_config refuses an explicit
+  // bf16 there), so "auto" means fp32 for it.
+  if (cfg.dist_sharding == "none") s.precision.reduce = "fp32";
   const std::string precision_warn = precision_warning(s.precision);
   if (!precision_warn.empty()) warn_once(precision_warn);
   if (plan.distilling()) {

@@ -1,26 +1,15 @@
 #pragma once
-// bfloat16 <-> float conversion (round to nearest even), for communication
-// buffers. bf16 is the upper 16 bits of an IEEE float.
+// bfloat16 <-> float for communication buffers and the GELU kernel: LibTorch's
+// own conversion (c10::BFloat16, round to nearest even; NaN becomes a quiet
+// NaN), so vitkd's bf16 bytes are exactly what torch's bf16 tensors hold.
+#include <c10/util/BFloat16.h>
+
 #include <cstdint>
-#include <cstring>
 
 namespace vitkd {
 
-/// Branch-free (NaN becomes a quiet NaN of the same sign), so loops over it
-/// vectorise (src/model/gelu.cpp relies on that).
-inline uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
+inline uint16_t float_to_bf16(float f) { return c10::BFloat16(f).x; }
 
-inline float bf16_to_float(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+inline float bf16_to_float(uint16_t h) { return static_cast<float>(c10::BFloat16(h, c10::BFloat16::from_bits())); }
 
 }  // namespace vitkd

@@ -1,6 +1,6 @@
 #pragma once
 // Test-only fault injection, read once from the environment (documented in
-// README, "Testing"; never set them in production):
+// docs/file-formats.md; never set them in production):
 //   VITKD_TEST_PREEMPT_AT_STEP=k     act as if a signal arrived during step k
 //   VITKD_TEST_KILL_RANK=r:k         rank r kills itself (SIGKILL) at step k
 //   VITKD_TEST_CORRUPT_BATCH=k[:n]   rank 0's inputs of steps k..k+n-1 become NaN

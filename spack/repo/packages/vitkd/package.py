@@ -67,6 +67,8 @@ class Vitkd(CMakePackage, CudaPackage):
     # LibTorch (TorchConfig.cmake ships in py-torch's site-packages/torch).
     depends_on("py-torch")
     depends_on("tomlplusplus")
+    depends_on("cli11@2.1:")          # the command line (src/cmd/args.cpp)
+    depends_on("nlohmann-json@3.11:")  # result.json and the other JSON files (src/io/json.cpp)
     depends_on("zlib-api")
     # PNG and JPEG decoding for `vitkd prepare folder`.
     depends_on("libpng")
