@@ -145,11 +145,15 @@ submit() {
      "$SRC/jobs/slurm.sbatch" "$@")
 }
 field() { scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-# wait_out JOB PATTERN: until the job's output holds PATTERN (at most 120 s).
+# wait_out JOB PATTERN [N]: until the job's output holds N (default 1) lines
+# with PATTERN (at most 120 s).
 wait_out() {
   local out
   out=$W/$(field "$1" JobName).out
-  for _ in $(seq 600); do grep -q -- "$2" "$out" 2> /dev/null && return 0; sleep 0.2; done
+  for _ in $(seq 600); do
+    [ "$(grep -c -- "$2" "$out" 2> /dev/null)" -ge "${3:-1}" ] && return 0
+    sleep 0.2
+  done
   cat "$out"
   fail "job $1: no '$2' in its output"
 }
@@ -203,7 +207,7 @@ mp=$(SLURM_MPI_TYPE=pmix_v9 submit missing_plugin -- cfg.toml --set run.out_dir=
 nc=$(submit no_configuration --) || fail "sbatch"
 
 # usr1_in_start_up: the signal comes while every rank pauses before MPI_Init.
-wait_out "$st" "test fault: start-up pause"
+wait_out "$st" "test fault: start-up pause" 2  # both ranks are in main
 sleep 1
 scancel --signal=USR1 --batch "$st"
 # usr1_mid_run
