@@ -11,6 +11,9 @@ source jobs/env.sh  # sets OMP_NUM_THREADS=1, which plain `nproc` obeys: hence n
 ctest --test-dir build --output-on-failure -j "$(nproc --all)" --timeout 900
 t2=$(date +%s)
 echo "test.sh: tests took $((t2 - t1)) s"
+# Extra lanes (each prints `lane NAME: N s`).
+bash jobs/lanes/mpich.sh   # MPICH build (build-mpich), MPI-labelled tests at 2 and 3 ranks
+t2=$(date +%s)
 # libFuzzer targets (clang, own build directory): each runs 20 s on its seed
 # corpus in tests/fuzz/corpus (VITKD_FUZZ_SECONDS changes that).
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DVITKD_FUZZ=ON \
