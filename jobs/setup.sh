@@ -16,7 +16,23 @@ PKGS=(
   zlib1g-dev libpng-dev libjpeg62-turbo-dev
   dataset-fashion-mnist
   python3 python3-numpy python3-h5py python3-matplotlib python3-torch python3-yaml python3-pil
+  strace                                           # tests/e2e_faults.sh: fsync order of checkpoints
+  slurm-wlm munge                                  # the real Slurm test (tests/slurm_cluster.sh)
+  libmpich-dev libhdf5-mpich-dev mpich             # the MPICH lane (jobs/lanes/mpich.sh)
 )
+
+# OpenMPI stays the default MPI (mpicc, mpirun, hdf5-mpi.pc) when MPICH is
+# installed next to it (hdf5-mpi.pc follows the mpi alternative); the MPICH lane names MPICH's tools by their .mpich names.
+pin_openmpi() {
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  if [ -x /usr/bin/mpicc.openmpi ] && [ "$(readlink -f /etc/alternatives/mpi 2>/dev/null)" != /usr/bin/mpicc.openmpi ]; then
+    $sudo update-alternatives --set mpi /usr/bin/mpicc.openmpi
+  fi
+  if [ -x /usr/bin/mpirun.openmpi ] && [ "$(readlink -f /etc/alternatives/mpirun 2>/dev/null)" != /usr/bin/mpirun.openmpi ]; then
+    $sudo update-alternatives --set mpirun /usr/bin/mpirun.openmpi
+  fi
+}
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -24,6 +40,7 @@ for p in "${PKGS[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PKGS[@]} packages already installed"
+  pin_openmpi
   exit 0
 fi
 SUDO=""
@@ -32,3 +49,4 @@ echo "setup: installing ${#missing[@]} packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+pin_openmpi

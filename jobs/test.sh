@@ -12,6 +12,8 @@ ctest --test-dir build --output-on-failure -j "$(nproc --all)" --timeout 900
 echo "test.sh: tests took $(( $(date +%s) - t1 )) s"
 # The same build again with LibTorch restricted as on CPUs without native bf16.
 bash jobs/lanes/avx2.sh
+# Extra lanes (each prints `lane NAME: N s`).
+bash jobs/lanes/mpich.sh   # MPICH build (build-mpich), MPI-labelled tests at 2 and 3 ranks
 t2=$(date +%s)
 # libFuzzer targets (clang, own build directory): each runs 20 s on its seed
 # corpus in tests/fuzz/corpus (VITKD_FUZZ_SECONDS changes that).

@@ -12,9 +12,11 @@
 #include "cmd/commands.hpp"
 #include "comm/world.hpp"
 #include "io/h5.hpp"
+#include "train/preempt.hpp"
 #include "util/error.hpp"
 #include "util/kokkos_session.hpp"
 #include "util/strings.hpp"
+#include "util/test_faults.hpp"
 
 #ifndef VITKD_GIT_COMMIT
 #define VITKD_GIT_COMMIT ""  // set by CMake when configured from a git checkout
@@ -61,6 +63,8 @@ int run(const std::vector<std::string>& args) {
   if (name == "-h" || name == "--help") return help_main(rest);
   if (name == "--version") return version_main(rest);
   std::vector<std::string> names;
+  // Only `train` can checkpoint: the others end on SIGTERM/SIGUSR1 as usual.
+  if (name != "train") release_preemption_signals();
   for (const auto& c : kCommands) {
     if (c.first == name) return c.second(rest);
     names.push_back(c.first);
@@ -75,11 +79,17 @@ int run(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   using namespace vitkd;
   int code = kExitOk;
+  // First of all: SIGTERM/SIGUSR1 (preemption, Slurm's time-limit warning)
+  // during start-up are remembered, and `train` checkpoints as soon as it can
+  // (train/preempt.hpp).
+  install_preemption_handlers();
+  test_start_pause();  // test-only: VITKD_TEST_START_PAUSE_MS
   try {
     // A file-size limit (ulimit -f, quota-like sandboxes) makes writes fail
     // with EFBIG, reported through the error path, instead of killing the rank.
     std::signal(SIGXFSZ, SIG_IGN);
     init_world(&argc, &argv);
+    install_preemption_handlers();  // again, in case the MPI library replaced them
     h5_silence_errors();
     // Kokkos sees only its own --kokkos-* arguments (else it would answer
     // vitkd's --help with its own page); vitkd sees the rest. Kokkos starts

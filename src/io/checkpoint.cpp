@@ -14,6 +14,7 @@
 #include "comm/world.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
+#include "util/fs.hpp"
 #include "util/test_faults.hpp"
 
 namespace vitkd {
@@ -35,9 +36,10 @@ void write_header(hid_t f, const CheckpointInfo& info) {
   write_model_spec_attrs(f, info.spec);
 }
 
-// Test-only fault injection (util/test_faults.hpp).
-void maybe_inject_checkpoint_fault() {
+// Test-only fault injection (util/test_faults.hpp) at one stage of the write.
+void maybe_inject_checkpoint_fault(TestFaults::CheckpointStage stage) {
   const TestFaults& f = TestFaults::get();
+  if (f.checkpoint_stage != stage) return;
   if (f.checkpoint_kill_rank == world().rank) std::raise(SIGKILL);
   // As a failing HDF5 call does (VK_CHECK): no unwinding through collective closes.
   if (f.checkpoint_fail_rank == world().rank)
@@ -177,7 +179,7 @@ void save_training_checkpoint(const std::string& path, ViT& model, const Checkpo
         h5_write_slab(d, 0, t.numel() ? t.size(0) : 0, t.data_ptr<float>(), false);
       }
     }
-    maybe_inject_checkpoint_fault();
+    maybe_inject_checkpoint_fault(TestFaults::CheckpointStage::Write);
 
     // Optimizer moments: each rank writes its 1/P of the padded buffer, as one
     // contiguous independent write. (Independent, not collective, transfers:
@@ -240,8 +242,19 @@ void save_training_checkpoint(const std::string& path, ViT& model, const Checkpo
     }
     f.close();  // collective: every rank has finished writing when it returns
   }
+  // Durable: every rank syncs the file (on a parallel file system each node
+  // flushes the parts it wrote), then rank 0 renames it into place and syncs
+  // the directory. A crash at any point leaves the previous file or the new one.
+  VK_CHECK(FILE, sync_file(tmp));
   barrier();
-  if (w.root()) atomic_replace(path, tmp);
+  maybe_inject_checkpoint_fault(TestFaults::CheckpointStage::Rename);
+  if (w.root()) {
+    VK_CHECK(FILE, std::rename(tmp.c_str(), path.c_str()) == 0);
+    maybe_inject_checkpoint_fault(TestFaults::CheckpointStage::Renamed);
+    VK_CHECK(FILE, sync_dir(parent_dir(path)));
+  } else {
+    maybe_inject_checkpoint_fault(TestFaults::CheckpointStage::Renamed);
+  }
   barrier();
 }
 
@@ -261,6 +274,7 @@ void publish_checkpoint(const std::string& out_dir, const std::string& step_file
     // (checkpoint.h5 is then the only copy of the newest checkpoint).
     VK_CHECK(FILE, std::rename(step_file.c_str(), current.c_str()) == 0);
   }
+  VK_CHECK(FILE, sync_dir(out_dir));  // checkpoint.h5 survives a crash from here on
   auto files = step_files(out_dir);
   for (size_t i = static_cast<size_t>(std::max<int64_t>(keep, 1)); i < files.size(); ++i)
     std::remove(files[i].second.c_str());

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "util/error.hpp"
+#include "util/fs.hpp"
 
 namespace vitkd {
 
@@ -490,7 +491,11 @@ std::vector<std::string> h5_attr_strings(hid_t loc, const std::string& name) {
 }
 
 void atomic_replace(const std::string& path, const std::string& tmp_path) {
+  // Durable as well as atomic: the data reaches the disk before the rename,
+  // and the rename before this returns (a crash leaves the old or the new file).
+  VK_CHECK(FILE, sync_file(tmp_path));
   VK_CHECK(FILE, std::rename(tmp_path.c_str(), path.c_str()) == 0);
+  VK_CHECK(FILE, sync_dir(parent_dir(path)));
 }
 
 }  // namespace vitkd

@@ -135,8 +135,8 @@ double h5_attr_double(hid_t loc, const std::string& name);
 std::vector<double> h5_attr_doubles(hid_t loc, const std::string& name);
 std::vector<std::string> h5_attr_strings(hid_t loc, const std::string& name);
 
-/// Writes to `path`.tmp, then renames onto `path` (atomic on POSIX).
-/// `write` receives the temporary path.
+/// Renames the closed file `tmp_path` onto `path`: atomic (POSIX rename) and
+/// durable (fsync of the file before, of the directory after).
 void atomic_replace(const std::string& path, const std::string& tmp_path);
 
 }  // namespace vitkd

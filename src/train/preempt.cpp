@@ -4,8 +4,8 @@
 
 namespace vitkd {
 namespace {
-volatile std::sig_atomic_t g_signalled = 0;
-extern "C" void on_preempt_signal(int) { g_signalled = 1; }
+volatile std::sig_atomic_t g_signalled = 0;  // the signal number, 0 if none
+extern "C" void on_preempt_signal(int sig) { g_signalled = sig; }
 }  // namespace
 
 void install_preemption_handlers() {
@@ -18,5 +18,11 @@ void install_preemption_handlers() {
 }
 
 bool preemption_signalled() { return g_signalled != 0; }
+
+void release_preemption_signals() {
+  std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGUSR1, SIG_DFL);
+  if (g_signalled != 0) std::raise(g_signalled);
+}
 
 }  // namespace vitkd
