@@ -665,3 +665,13 @@ TEST(MpiTimingLog, EachRankWritesItsOwnColumnAndRankZeroTheMetrics) {
   }
   barrier();
 }
+
+// MPI is initialised for calls from one thread at a time, not only the main
+// thread: on CUDA, LibTorch runs the bucket hooks on its autograd thread.
+TEST(MpiWorld, ThreadLevelIsSerializedAndWhatTheLibraryGranted) {
+  int level = -1;
+  ASSERT_EQ(MPI_Query_thread(&level), MPI_SUCCESS);
+  EXPECT_EQ(vitkd::world().thread_level, level);
+  EXPECT_GE(level, MPI_THREAD_SERIALIZED);
+  EXPECT_TRUE(vitkd::world().mpi_serialized);
+}
