@@ -121,6 +121,27 @@ TEST(PhaseTimes, CudaEventMarkerReadsTheTimeBetweenItsEvents) {
   }
 }
 
+// settle_lagged() once per step reads the events of the step before (a step
+// never waits for its own work); settle() then reads the last one.
+TEST(PhaseTimes, CudaEventMarkerLaggedSettleReadsTheStepBefore) {
+  if (vitkd::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or no CUDA runtime in this build)";
+  vitkd::cuda_set_device(0);
+  auto m = vitkd::make_cuda_event_marker(nullptr);
+  vitkd::PhaseTimes t;
+  t.marker = m.get();
+  for (int i = 0; i < 4; ++i) {
+    t.next_step();
+    {
+      vitkd::ScopedPhase ph(t, vitkd::Phase::Optimizer);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    t.settle_lagged();
+    EXPECT_NEAR(phase_s(t.step, vitkd::Phase::Optimizer), i == 0 ? 0.0 : 0.050, 0.015) << "step " << i;
+  }
+  t.settle();
+  EXPECT_NEAR(phase_s(t.total, vitkd::Phase::Optimizer), 0.200, 0.04);
+}
+
 // ---- dist.backend for ranks that share a GPU (comm/device.hpp) -------------
 // The decision select_device takes from the ranks' GPU keys (host + PCI bus
 // id), with stubbed keys and device kinds: no GPU is needed.
