@@ -33,7 +33,8 @@ endif()
 find_path(VITKD_NCCL_INCLUDE_DIR nccl.h
   HINTS ${NCCL_ROOT}/include $ENV{NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS}
         /usr/local/cuda/include)
-find_library(VITKD_NCCL_LIBRARY nccl
+# NAMES libnccl.so.2: the nvidia-nccl wheel (PyPI) ships no libnccl.so link.
+find_library(VITKD_NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
   HINTS ${NCCL_ROOT}/lib $ENV{NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR}
         /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib)
 

@@ -133,7 +133,9 @@ TEST(Args, HelpListsEveryFlagAndArgumentOfEveryTable) {
       EXPECT_NE(h.find("--" + f.name + (f.metavar.empty() ? "" : " " + f.metavar)), std::string::npos)
           << c.name << " --help lacks --" << f.name << ":\n" << h;
       EXPECT_NE(h.find(f.help), std::string::npos) << c.name << ": --" << f.name;
-      if (!f.def.empty()) EXPECT_NE(h.find("default " + f.def), std::string::npos) << c.name << ": --" << f.name;
+      if (!f.def.empty()) {
+        EXPECT_NE(h.find("default " + f.def), std::string::npos) << c.name << ": --" << f.name;
+      }
     }
     EXPECT_NE(h.find("--help"), std::string::npos);
   }

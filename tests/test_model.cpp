@@ -276,6 +276,31 @@ TEST(Gelu, BiasGeluMatchesTorchWithGradientsForInputAndBias) {
   EXPECT_LT((d / ref.abs().clamp_min(1.0)).max().item<double>(), 1.0 / 128);
 }
 
+// The device path (LibTorch ops; also other dtypes on the CPU) under autocast:
+// z is the bf16 output of fc1's product and the bias an fp32 parameter. The
+// result must stay bf16 (half the bytes of fp32), as with the CPU kernel.
+TEST(Gelu, BiasGeluTensorPathKeepsTheBf16ActivationUnderAutocast) {
+  torch::manual_seed(8);
+  auto z = (torch::randn({2, 37, 96}) * 3).to(torch::kBFloat16).requires_grad_(true);
+  auto bias = torch::randn({96}).requires_grad_(true);
+  torch::Tensor y, yk;
+  {
+    AutocastBf16 ac(true);
+    y = vitkd::bias_gelu_tensor(z, bias);
+    yk = vitkd::bias_gelu(z, bias);  // the CPU kernel, for comparison
+  }
+  EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(yk.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(y.numel() * y.element_size(), z.numel() * z.element_size());
+  // Within bf16 rounding of the fp32 reference (the bias rounded to bf16 once,
+  // the sum and the result once each).
+  auto ref = torch::gelu(z.detach().to(torch::kFloat32) + bias.detach());
+  EXPECT_LT(max_rel_diff(y, ref), 3.0 / 128);
+  y.sum().backward();
+  EXPECT_EQ(z.grad().scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(bias.grad().scalar_type(), torch::kFloat32);
+}
+
 TEST(ViT, DescribeIsSafeForCorruptSpecs) {
   // A checkpoint's attributes may hold anything; describing them for the
   // error message must not convert NaN to an integer or overflow (UBSan).

@@ -387,7 +387,9 @@ TEST(MpiZero, BucketsLieInsideOneShardOrAreTheWholeBuffer) {
       end = b.offset;
     }
     EXPECT_EQ(end, 0);
-    if (bytes >= flat.padded * 4) EXPECT_EQ(ranges.size(), 1u);
+    if (bytes >= flat.padded * 4) {
+      EXPECT_EQ(ranges.size(), 1u);
+    }
     // Every bucket completes during backward (hooks), none is left to finish().
     opt.begin_backward();
     torch::nn::functional::cross_entropy(model->forward(torch::randn({5, 1, 8, 8})).logits,
@@ -473,7 +475,9 @@ TEST(MpiZero, MomentShardsOverRanksAreTheSingleRankMoments) {
   EXPECT_EQ(summed, full.state_bytes) << "state bytes summed over ranks vs unsharded";
   const double ratio = double(z.state_bytes) / double(ref.state_bytes);
   EXPECT_LE(ratio, 1.0 / P + 0.03) << ratio;
-  if (P == 3) EXPECT_LE(ratio, 0.36);
+  if (P == 3) {
+    EXPECT_LE(ratio, 0.36);
+  }
 }
 
 TEST(MpiZero, BytesPerStepAreTheBytesHandedToMpi) {
@@ -501,7 +505,9 @@ TEST(MpiZero, Bf16WireStaysWithinToleranceOfFp32) {
     std::printf("[ zero ] P=%d: bf16 vs fp32 reduce, relative parameter difference after 20 steps %.2e\n",
                 world().size, rel);
   EXPECT_LT(rel, 1e-3);
-  if (world().size > 1) EXPECT_GT(rel, 0.0) << "bf16 on the wire changed nothing";
+  if (world().size > 1) {
+    EXPECT_GT(rel, 0.0) << "bf16 on the wire changed nothing";
+  }
 }
 
 // ---- checkpoints written by P ranks ------------------------------------------------
@@ -664,4 +670,14 @@ TEST(MpiTimingLog, EachRankWritesItsOwnColumnAndRankZeroTheMetrics) {
     EXPECT_EQ(eval_step, std::vector<int64_t>{5});
   }
   barrier();
+}
+
+// MPI is initialised for calls from one thread at a time, not only the main
+// thread: on CUDA, LibTorch runs the bucket hooks on its autograd thread.
+TEST(MpiWorld, ThreadLevelIsSerializedAndWhatTheLibraryGranted) {
+  int level = -1;
+  ASSERT_EQ(MPI_Query_thread(&level), MPI_SUCCESS);
+  EXPECT_EQ(vitkd::world().thread_level, level);
+  EXPECT_GE(level, MPI_THREAD_SERIALIZED);
+  EXPECT_TRUE(vitkd::world().mpi_serialized);
 }

@@ -120,3 +120,71 @@ TEST(PhaseTimes, CudaEventMarkerReadsTheTimeBetweenItsEvents) {
     EXPECT_NEAR(phase_s(t.step, vitkd::Phase::Optimizer), 0.050, 0.015) << "step " << i;
   }
 }
+
+// settle_lagged() once per step reads the events of the step before (a step
+// never waits for its own work); settle() then reads the last one.
+TEST(PhaseTimes, CudaEventMarkerLaggedSettleReadsTheStepBefore) {
+  if (vitkd::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (or no CUDA runtime in this build)";
+  vitkd::cuda_set_device(0);
+  auto m = vitkd::make_cuda_event_marker(nullptr);
+  vitkd::PhaseTimes t;
+  t.marker = m.get();
+  for (int i = 0; i < 4; ++i) {
+    t.next_step();
+    {
+      vitkd::ScopedPhase ph(t, vitkd::Phase::Optimizer);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    t.settle_lagged();
+    EXPECT_NEAR(phase_s(t.step, vitkd::Phase::Optimizer), i == 0 ? 0.0 : 0.050, 0.015) << "step " << i;
+  }
+  t.settle();
+  EXPECT_NEAR(phase_s(t.total, vitkd::Phase::Optimizer), 0.200, 0.04);
+}
+
+// ---- dist.backend for ranks that share a GPU (comm/device.hpp) -------------
+// The decision select_device takes from the ranks' GPU keys (host + PCI bus
+// id), with stubbed keys and device kinds: no GPU is needed.
+#include "comm/device.hpp"
+#include "util/error.hpp"
+
+TEST(DeviceChoice, RanksSharingCountsEqualGpuKeys) {
+  // Four ranks: 0 and 2 on GPU "a", 1 on "b", 3 on "c".
+  const std::vector<double> keys = {11.0, 22.0, 11.0, 33.0};
+  EXPECT_EQ(vitkd::ranks_sharing(keys, 11.0), 2);
+  EXPECT_EQ(vitkd::ranks_sharing(keys, 22.0), 1);
+  EXPECT_EQ(vitkd::ranks_sharing(keys, 33.0), 1);
+}
+
+TEST(DeviceChoice, AutoFallsBackToMpiInOneLineWhenRanksShareAGpu) {
+  std::string note;
+  // One rank per GPU, NCCL built: NCCL, silently.
+  EXPECT_EQ(vitkd::resolve_backend("auto", /*cuda=*/true, /*nccl_built=*/true, 1, &note), "nccl");
+  EXPECT_TRUE(note.empty());
+  // Two ranks on one GPU: MPI, and one line that says why.
+  EXPECT_EQ(vitkd::resolve_backend("auto", true, true, 2, &note), "mpi");
+  EXPECT_NE(note.find("dist.backend = \"auto\""), std::string::npos) << note;
+  EXPECT_NE(note.find("2 ranks share one GPU"), std::string::npos) << note;
+  EXPECT_NE(note.find("MPI"), std::string::npos) << note;
+  EXPECT_EQ(note.find('\n'), std::string::npos) << note;
+  // The CPU, or a build without NCCL: MPI without a note.
+  EXPECT_EQ(vitkd::resolve_backend("auto", false, true, 1, &note), "mpi");
+  EXPECT_TRUE(note.empty());
+  EXPECT_EQ(vitkd::resolve_backend("auto", true, false, 2, &note), "mpi");
+  EXPECT_TRUE(note.empty());
+  EXPECT_EQ(vitkd::resolve_backend("mpi", true, true, 2, &note), "mpi");
+  EXPECT_TRUE(note.empty());
+}
+
+TEST(DeviceChoice, NcclIsKeptWhereAskedAndRefusedInOneLineWithoutNccl) {
+  // "nccl" stays "nccl" (select_device refuses it on a rank that shares its GPU).
+  EXPECT_EQ(vitkd::resolve_backend("nccl", true, true, 2), "nccl");
+  try {
+    vitkd::resolve_backend("nccl", true, /*nccl_built=*/false, 1);
+    FAIL() << "no UserError";
+  } catch (const vitkd::UserError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("built without NCCL"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}

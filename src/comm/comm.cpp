@@ -3,6 +3,11 @@
 #include <mpi.h>
 
 #include <cstring>
+#include <memory>
+
+#ifdef VITKD_TORCH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#endif
 
 #include "comm/world.hpp"
 #include "util/bf16.hpp"
@@ -48,40 +53,40 @@ class MpiCommunicator final : public Communicator {
                            WireType wire) override {
     const World& w = world();
     Request r;
+    r.counts.assign(counts.begin(), counts.end());
+    r.count = counts[w.rank];
+    r.bf16 = wire == WireType::BF16;
+    r.send = send;
+    r.recv = recv;
     if (where_.stage) {
       // Device (or forced) staging: MPI works on host copies of the bucket
       // and of this rank's part; wait() copies the result back.
       int64_t n = 0;
       for (int64_t c : counts) n += c;
       r.device_recv = recv;
-      r.host_send = to_host(send, n);
-      r.host_recv = host_buffer(std::max<int64_t>(1, counts[w.rank]));
-      send = r.host_send.data_ptr<float>();
-      recv = r.host_recv.data_ptr<float>();
-    }
-    r.recv = recv;
-    r.count = counts[w.rank];
-    r.bf16 = wire == WireType::BF16;
-    std::vector<int> icounts(counts.begin(), counts.end());
-    int64_t total = 0;
-    for (int c : icounts) total += c;  // the send buffer: sum(recvcounts) elements
-    if (r.bf16) {
-      r.send16.resize(total);
-      r.recv16.resize(std::max<int64_t>(1, r.count));
-      for (int64_t i = 0; i < total; ++i) r.send16[i] = float_to_bf16(send[i]);
-      VK_CHECK(MPI, MPI_Ireduce_scatter(r.send16.data(), r.recv16.data(), icounts.data(), bf16_type_,
-                                        bf16_op_, MPI_COMM_WORLD, &r.req));
-      bytes_sent_ += bytes_of(total, bf16_type_);
-    } else {
-      VK_CHECK(MPI, MPI_Ireduce_scatter(send, recv, icounts.data(), MPI_FLOAT, MPI_SUM,
-                                        MPI_COMM_WORLD, &r.req));
-      bytes_sent_ += bytes_of(total, MPI_FLOAT);
+      r.host_recv = host_buffer(std::max<int64_t>(1, r.count));
+      r.recv = r.host_recv.data_ptr<float>();
+      r.host_send = host_buffer(n);
+      r.send = r.host_send.data_ptr<float>();
+#ifdef VITKD_TORCH_CUDA
+      if (where_.device.is_cuda()) {
+        // On a GPU the copy is queued behind the kernels that made the
+        // gradients, and MPI starts once it has landed (progress() or
+        // wait()), so the host does not block here, inside backward.
+        r.host_send.copy_(on_device(send, n), /*non_blocking=*/true);
+        r.copied = std::make_shared<at::cuda::CUDAEvent>();
+        r.copied->record();
+      }
+#endif
+      if (!r.copied) r.host_send.copy_(on_device(send, n));
     }
     requests_.push_back(std::move(r));
+    launch_ready(/*block=*/false);
     return static_cast<int>(requests_.size()) - 1 + base_;
   }
 
   void progress() override {
+    launch_ready(/*block=*/false);
     for (auto& r : requests_) {
       if (r.req == MPI_REQUEST_NULL) continue;
       int done = 0;
@@ -91,6 +96,7 @@ class MpiCommunicator final : public Communicator {
 
   void wait(int id) override {
     Request& r = requests_.at(id - base_);
+    while (!r.launched) launch_ready(/*block=*/true);
     if (r.req != MPI_REQUEST_NULL) VK_CHECK(MPI, MPI_Wait(&r.req, MPI_STATUS_IGNORE));
     if (!r.finished) {
       const float inv = 1.0f / static_cast<float>(world().size);
@@ -98,7 +104,10 @@ class MpiCommunicator final : public Communicator {
         for (int64_t i = 0; i < r.count; ++i) r.recv[i] = bf16_to_float(r.recv16[i]) * inv;
       else
         for (int64_t i = 0; i < r.count; ++i) r.recv[i] *= inv;
-      if (r.device_recv && r.count > 0) on_device(r.device_recv, r.count).copy_(r.host_recv.narrow(0, 0, r.count));
+      // From page-locked memory the copy back is queued without blocking;
+      // the caching host allocator keeps the buffer until it has run.
+      if (r.device_recv && r.count > 0)
+        on_device(r.device_recv, r.count).copy_(r.host_recv.narrow(0, 0, r.count), /*non_blocking=*/true);
       r.finished = true;
     }
     // Forget requests once all are finished, so ids stay small per step.
@@ -130,13 +139,64 @@ class MpiCommunicator final : public Communicator {
  private:
   struct Request {
     MPI_Request req = MPI_REQUEST_NULL;
+    const float* send = nullptr;  // what MPI sends (the host copy with staging)
     float* recv = nullptr;
+    std::vector<int> counts;      // recvcounts of MPI_Ireduce_scatter
     int64_t count = 0;
-    bool bf16 = false, finished = false;
+    bool bf16 = false, launched = false, finished = false;
     std::vector<uint16_t> send16, recv16;  // bf16 staging
     float* device_recv = nullptr;          // with staging: where the result goes
     torch::Tensor host_send, host_recv;    // with staging: host copies
+#ifdef VITKD_TORCH_CUDA
+    std::shared_ptr<at::cuda::CUDAEvent> copied;  // on a GPU: the device-to-host copy of the bucket is done
+#else
+    std::shared_ptr<int> copied;  // never set without CUDA
+#endif
   };
+
+  /// Whether request r's send buffer holds the bucket (after its copy to the
+  /// host, on a GPU); with `block` it waits for the copy.
+  static bool send_ready(Request& r, bool block) {
+#ifdef VITKD_TORCH_CUDA
+    if (r.copied) {
+      if (block) r.copied->synchronize();
+      return block || r.copied->query();
+    }
+#endif
+    (void)block;
+    (void)r;
+    return true;
+  }
+
+  /// Starts the MPI calls of the requests whose data is ready, in the order
+  /// they were made (every rank starts its collectives in the same order);
+  /// with `block`, at least the first one not yet started.
+  void launch_ready(bool block) {
+    for (auto& r : requests_) {
+      if (r.launched) continue;
+      if (!send_ready(r, block)) return;
+      launch(r);
+      block = false;
+    }
+  }
+
+  void launch(Request& r) {
+    int64_t total = 0;
+    for (int c : r.counts) total += c;  // the send buffer: sum(recvcounts) elements
+    if (r.bf16) {
+      r.send16.resize(total);
+      r.recv16.resize(std::max<int64_t>(1, r.count));
+      for (int64_t i = 0; i < total; ++i) r.send16[i] = float_to_bf16(r.send[i]);
+      VK_CHECK(MPI, MPI_Ireduce_scatter(r.send16.data(), r.recv16.data(), r.counts.data(), bf16_type_,
+                                        bf16_op_, MPI_COMM_WORLD, &r.req));
+      bytes_sent_ += bytes_of(total, bf16_type_);
+    } else {
+      VK_CHECK(MPI, MPI_Ireduce_scatter(r.send, r.recv, r.counts.data(), MPI_FLOAT, MPI_SUM,
+                                        MPI_COMM_WORLD, &r.req));
+      bytes_sent_ += bytes_of(total, MPI_FLOAT);
+    }
+    r.launched = true;
+  }
 
   /// `n` floats of host memory, page-locked when the buffers are on a GPU
   /// (so the copies run at full speed).
@@ -147,12 +207,6 @@ class MpiCommunicator final : public Communicator {
   torch::Tensor on_device(const float* p, int64_t n) const {
     return torch::from_blob(const_cast<float*>(p), {n},
                             torch::TensorOptions().dtype(torch::kFloat32).device(where_.device));
-  }
-  /// A host copy of `n` floats of the buffers' memory at `p` (waits for them).
-  torch::Tensor to_host(const float* p, int64_t n) const {
-    torch::Tensor h = host_buffer(n);
-    h.copy_(on_device(p, n));
-    return h;
   }
 
   CommPlacement where_;

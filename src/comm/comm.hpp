@@ -43,6 +43,16 @@ class Communicator {
   /// afterwards every rank holds all world*count elements.
   virtual void all_gather(float* buf, int64_t count) = 0;
 
+  /// In-place average over ranks of `count` floats at `buf` (the unsharded
+  /// gradient, dist.sharding = "none") on the device, without the host
+  /// waiting; false when this backend has no such path (MPI: the caller
+  /// reduces through host memory, allreduce_sum_inplace below).
+  virtual bool allreduce_mean_on_device(float* buf, int64_t count) {
+    (void)buf;
+    (void)count;
+    return false;
+  }
+
   /// Bytes of this rank's data handed to the communication library, from
   /// the count and datatype arguments of each call: the whole send buffer of
   /// each reduce-scatter (sum(counts) elements of the wire type: 4 bytes

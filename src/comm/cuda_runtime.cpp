@@ -4,6 +4,7 @@
 #include "comm/cuda_check.hpp"
 #endif
 
+#include <deque>
 #include <vector>
 
 #include "util/error.hpp"
@@ -47,37 +48,63 @@ class CudaEventMarker final : public PhaseMarker {
   CudaEventMarker(const CudaEventMarker&) = delete;
   CudaEventMarker& operator=(const CudaEventMarker&) = delete;
   ~CudaEventMarker() override {
-    for (cudaEvent_t e : pool_) (void)cudaEventDestroy(e);  // no error path in a destructor
+    for (cudaEvent_t e : free_) (void)cudaEventDestroy(e);  // no error path in a destructor
+    for (Window& w : windows_)
+      for (cudaEvent_t e : w.events) (void)cudaEventDestroy(e);
   }
 
   void mark(Phase p, bool begin) override {
-    if (marks_.size() == pool_.size()) {
-      cudaEvent_t e = nullptr;
+    if (windows_.empty()) windows_.emplace_back();
+    Window& w = windows_.back();
+    cudaEvent_t e = nullptr;
+    if (free_.empty()) {
       VK_CHECK(CUDA, cudaEventCreate(&e));
-      pool_.push_back(e);
+    } else {
+      e = free_.back();
+      free_.pop_back();
     }
-    VK_CHECK(CUDA, cudaEventRecord(pool_[marks_.size()], stream_));
-    marks_.push_back(PhaseMark{p, begin});
+    w.events.push_back(e);  // owned by the window from here on
+    VK_CHECK(CUDA, cudaEventRecord(e, stream_));
+    w.marks.push_back(PhaseMark{p, begin});
   }
 
   void settle(std::array<double, kNumPhases>& seconds) override {
-    if (marks_.empty()) return;
-    VK_CHECK(CUDA, cudaEventSynchronize(pool_[marks_.size() - 1]));
-    add_phase_spans(
-        marks_,
-        [this](size_t i, size_t j) {
-          float ms = 0.0f;
-          VK_CHECK(CUDA, cudaEventElapsedTime(&ms, pool_[i], pool_[j]));
-          return 1e-3 * ms;
-        },
-        seconds);
-    marks_.clear();
+    while (!windows_.empty()) read_oldest(seconds);
+  }
+
+  // Closes the open window and reads every window but the newest: the marks of
+  // one call ago, whose events the device has normally passed by now.
+  void settle_lagged(std::array<double, kNumPhases>& seconds) override {
+    if (windows_.empty() || windows_.back().marks.empty()) return;
+    windows_.emplace_back();  // later marks open a new window
+    while (windows_.size() > 2) read_oldest(seconds);
   }
 
  private:
+  struct Window {
+    std::vector<cudaEvent_t> events;  ///< events[i] holds marks[i]
+    std::vector<PhaseMark> marks;
+  };
+
+  void read_oldest(std::array<double, kNumPhases>& seconds) {
+    Window w = std::move(windows_.front());
+    windows_.pop_front();
+    if (w.marks.empty()) return;
+    VK_CHECK(CUDA, cudaEventSynchronize(w.events.back()));
+    add_phase_spans(
+        w.marks,
+        [&w](size_t i, size_t j) {
+          float ms = 0.0f;
+          VK_CHECK(CUDA, cudaEventElapsedTime(&ms, w.events[i], w.events[j]));
+          return 1e-3 * ms;
+        },
+        seconds);
+    free_.insert(free_.end(), w.events.begin(), w.events.end());
+  }
+
   cudaStream_t stream_;
-  std::vector<cudaEvent_t> pool_;  ///< pool_[i] holds marks_[i]
-  std::vector<PhaseMark> marks_;   ///< since the last settle()
+  std::deque<Window> windows_;       ///< oldest first; the back one takes new marks
+  std::vector<cudaEvent_t> free_;    ///< recorded and read: reused by mark()
 };
 
 }  // namespace

@@ -25,10 +25,11 @@ void cuda_set_device(int device);
 /// Phase marks as CUDA events recorded on `stream` (a cudaStream_t; null:
 /// the legacy default stream, which LibTorch computes on unless a caller made
 /// another stream current) of the current device. Events come from a pool
-/// that grows to the most marks between two settle() calls (about 20 per
-/// step) and are reused; settle() waits for the last one
-/// (cudaEventSynchronize) and reads each begin/end pair with
-/// cudaEventElapsedTime. Without the CUDA runtime in the build: a UserError.
+/// (about 20 per step, twice that with the lag) and are reused; settle()
+/// waits for the last one (cudaEventSynchronize) and reads each begin/end
+/// pair with cudaEventElapsedTime; settle_lagged() reads only the marks of
+/// the calls before the last one, so a step never waits for its own work.
+/// Without the CUDA runtime in the build: a UserError.
 std::unique_ptr<PhaseMarker> make_cuda_event_marker(void* stream);
 
 }  // namespace vitkd

@@ -62,6 +62,31 @@ void fail_on_first_rank(bool failed, const std::string& msg) {
 
 }  // namespace
 
+int64_t ranks_sharing(const std::vector<double>& keys, double mine) {
+  return std::count(keys.begin(), keys.end(), mine);
+}
+
+std::string resolve_backend(const std::string& backend, bool cuda, bool nccl_built, int64_t most_sharing,
+                            std::string* note) {
+  if (note) note->clear();
+  if (backend == "mpi" || !cuda) return "mpi";
+  if (backend == "nccl") {
+    if (!nccl_built)
+      throw UserError("dist.backend = \"nccl\", but this vitkd was built without NCCL "
+                      "(configure with -DVITKD_WITH_NCCL=ON and CUDA + NCCL installed); use \"mpi\"");
+    return "nccl";  // ranks sharing a GPU are refused by the caller, on the rank that shares
+  }
+  if (!nccl_built) return "mpi";
+  if (most_sharing > 1) {
+    if (note)
+      *note = "dist.backend = \"auto\": " + std::to_string(most_sharing) +
+              " ranks share one GPU and NCCL needs one GPU per rank, so gradients go through MPI "
+              "(pinned host buffers); start one rank per GPU for NCCL";
+    return "mpi";
+  }
+  return "nccl";
+}
+
 std::string RunDevice::name() const { return cuda() ? "cuda:" + std::to_string(index) : "cpu"; }
 
 std::string RunDevice::describe() const {
@@ -88,39 +113,39 @@ RunDevice select_device(const std::string& device, const std::string& backend) {
     throw UserError("run.device = \"" + device + "\" is not one of \"auto\", \"cpu\", \"cuda\"");
   }
 
-  if (backend == "auto") {
-    d.backend = d.cuda() && kNccl ? "nccl" : "mpi";
-  } else if (backend == "nccl") {
-    if (!d.cuda())
-      throw UserError("dist.backend = \"nccl\" reduces device memory, but this run computes on the CPU "
-                      "(run.device = \"" + device + "\"); use dist.backend = \"mpi\" (or \"auto\") on CPUs");
-    if (!kNccl)
-      throw UserError("dist.backend = \"nccl\", but this vitkd was built without NCCL "
-                      "(configure with -DVITKD_WITH_NCCL=ON and CUDA + NCCL installed); use \"mpi\"");
-    d.backend = "nccl";
-  } else if (backend == "mpi") {
-    d.backend = "mpi";
-  } else {
+  if (backend != "auto" && backend != "mpi" && backend != "nccl")
     throw UserError("dist.backend = \"" + backend + "\" is not one of \"auto\", \"mpi\", \"nccl\"");
-  }
+  if (backend == "nccl" && !d.cuda())
+    throw UserError("dist.backend = \"nccl\" reduces device memory, but this run computes on the CPU "
+                    "(run.device = \"" + device + "\"); use dist.backend = \"mpi\" (or \"auto\") on CPUs");
 
+  int64_t sharing = 1;
+  std::string gpu;
   if (d.cuda()) {
+    if (!w.mpi_serialized)
+      throw UserError("run.device = \"cuda\" calls MPI from LibTorch's autograd thread, but the MPI library "
+                      "grants only thread level " + std::to_string(w.thread_level) +
+                      " (below MPI_THREAD_SERIALIZED); use an MPI built with thread support "
+                      "(OpenMPI, MPICH), or run.device = \"cpu\"");
     // Ranks that see several GPUs take one each by node-local rank; a rank
     // the launcher bound to one GPU (srun --gpus-per-task=1) sees only it.
     d.index = w.local_rank % d.visible_gpus;
     cuda_set_device(d.index);  // before any CUDA allocation of this rank
     // NCCL refuses two ranks on one GPU: find them by host and PCI bus id.
-    const std::string gpu = w.host + " " + cuda_pci_bus_id(d.index);
+    gpu = w.host + " " + cuda_pci_bus_id(d.index);
     const double key = static_cast<double>(std::hash<std::string>{}(gpu) & ((uint64_t(1) << 52) - 1));
-    const std::vector<double> keys = allgather(key);
-    const int64_t sharing = std::count(keys.begin(), keys.end(), key);
-    fail_on_first_rank(d.backend == "nccl" && sharing > 1,
-                       std::to_string(sharing) + " ranks would share GPU " + gpu + " (" +
-                           std::to_string(w.local_size) + " ranks on the node, " +
-                           std::to_string(d.visible_gpus) +
-                           " GPU(s) visible to this one); NCCL needs one GPU per rank: start at most one rank per "
-                           "GPU (srun --gpus-per-task=1), or share GPUs with dist.backend = \"mpi\"");
+    sharing = ranks_sharing(allgather(key), key);
   }
+  // The most ranks on one GPU anywhere: every rank takes the same backend.
+  const int64_t most = static_cast<int64_t>(allreduce_max(static_cast<double>(sharing)));
+  std::string msg;
+  d.backend = resolve_backend(backend, d.cuda(), kNccl, most, &msg);
+  if (!msg.empty()) log0("%s\n", msg.c_str());
+  fail_on_first_rank(d.backend == "nccl" && sharing > 1,
+                     std::to_string(sharing) + " ranks would share GPU " + gpu + " (" +
+                         std::to_string(w.local_size) + " ranks on the node, " + std::to_string(d.visible_gpus) +
+                         " GPU(s) visible to this one); NCCL needs one GPU per rank: start at most one rank per "
+                         "GPU (srun --gpus-per-task=1), or share GPUs with dist.backend = \"mpi\" (or \"auto\")");
   return d;
 }
 

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "util/timing.hpp"
 
@@ -43,6 +44,18 @@ struct RunDevice {
 /// without a visible GPU, "nccl" on the CPU or in a build without NCCL, and
 /// two ranks on one GPU (same host and PCI bus id) with NCCL.
 RunDevice select_device(const std::string& device, const std::string& backend);
+
+/// The resolved dist.backend for `backend` ("auto" | "mpi" | "nccl", already
+/// validated) on a CUDA (`cuda`) or CPU run, in a build with or without NCCL,
+/// where `most_sharing` is the most ranks that share one GPU anywhere in the
+/// job. "auto": NCCL on CUDA with NCCL built and one rank per GPU, MPI
+/// otherwise; when it falls back to MPI because ranks share a GPU, `note`
+/// gets the one line that says so. "nccl" without NCCL built: UserError.
+/// (select_device refuses "nccl" with shared GPUs on the rank that shares.)
+std::string resolve_backend(const std::string& backend, bool cuda, bool nccl_built, int64_t most_sharing,
+                            std::string* note = nullptr);
+/// How many of the ranks' GPU keys (host + PCI bus id, one per rank) equal `mine`.
+int64_t ranks_sharing(const std::vector<double>& keys, double mine);
 
 /// Waits for all work queued on the device (no-op on the CPU).
 void synchronize(const RunDevice& d);

@@ -27,8 +27,14 @@ void check_launcher_size(const char* var, int size) {
 
 World init_world(int* argc, char*** argv) {
   int provided = 0;
-  VK_CHECK(MPI, MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  VK_CHECK(MPI, MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  g_world.thread_level = provided;
+  g_world.mpi_serialized = provided >= MPI_THREAD_SERIALIZED;
+  if (provided < MPI_THREAD_FUNNELED)
+    die(kExitRuntime, "the MPI library grants thread level " + std::to_string(provided) +
+                          " (below MPI_THREAD_FUNNELED); vitkd's threads need at least FUNNELED "
+                          "(SERIALIZED on GPUs): use an MPI built with thread support");
   VK_CHECK(MPI, MPI_Comm_rank(MPI_COMM_WORLD, &g_world.rank));
   VK_CHECK(MPI, MPI_Comm_size(MPI_COMM_WORLD, &g_world.size));
   MPI_Comm local;

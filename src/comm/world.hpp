@@ -13,12 +13,21 @@ struct World {
   int local_rank = 0;  ///< rank among the ranks on this node (MPI_COMM_TYPE_SHARED)
   int local_size = 1;  ///< ranks on this node
   std::string host;    ///< this rank's hostname
+  /// Thread level the MPI library granted (MPI_THREAD_* of MPI_Init_thread).
+  int thread_level = 0;
+  /// Whether MPI may be called from any one thread at a time (granted level
+  /// >= MPI_THREAD_SERIALIZED): a CUDA LibTorch runs the gradient hooks, which
+  /// start bucket reductions, on its autograd device thread.
+  bool mpi_serialized = false;
   bool root() const { return rank == 0; }
 };
 
-/// MPI_Init_thread (FUNNELED: only the main thread calls MPI), node-local
-/// split, and a check that the world size matches SLURM_NTASKS /
-/// OMPI_COMM_WORLD_SIZE when the launcher set them.
+/// MPI_Init_thread asking for MPI_THREAD_SERIALIZED (one thread at a time,
+/// not only the main one: on CUDA the bucket hooks run on LibTorch's autograd
+/// thread), with what the library granted kept in World; below FUNNELED is a
+/// runtime error (a CUDA run refuses less than SERIALIZED, comm/device.cpp).
+/// Then the node-local split, and a check that the world size matches
+/// SLURM_NTASKS / OMPI_COMM_WORLD_SIZE when the launcher set them.
 World init_world(int* argc, char*** argv);
 void finalize_world();
 

@@ -22,7 +22,10 @@ namespace {
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? "," : "") + std::to_string(s[i]);
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) o += ',';
+    o += std::to_string(s[i]);
+  }
   return o + "]";
 }
 

@@ -117,8 +117,12 @@ bool h5_exists(hid_t loc, const std::string& path) {
   std::stringstream ss(path);
   std::string part;
   while (std::getline(ss, part, '/')) {
-    if (part.empty()) { partial = "/"; continue; }
-    partial += (partial.empty() || partial.back() == '/' ? "" : "/") + part;
+    if (part.empty()) {
+      partial.assign(1, '/');  // (not = "/": GCC 12 -Wstringop-overflow false positive)
+      continue;
+    }
+    if (!partial.empty() && partial.back() != '/') partial += '/';
+    partial += part;
     if (H5Lexists(loc, partial.c_str(), H5P_DEFAULT) <= 0) return false;
   }
   return true;

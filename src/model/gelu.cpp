@@ -276,10 +276,16 @@ at::Tensor gelu(const at::Tensor& x) {
   return GeluFunction::apply(x);
 }
 
+at::Tensor bias_gelu_tensor(const at::Tensor& z, const at::Tensor& bias) {
+  // The bias in z's dtype: an fp32 bias would promote the sum (the widest
+  // activation, [B*T, 4D]) and everything autograd saves of it to fp32.
+  return torch::gelu(z + bias.to(z.scalar_type()));
+}
+
 at::Tensor bias_gelu(const at::Tensor& z, const at::Tensor& bias) {
   const bool fits = supported(z) && supported(bias) && z.device().is_cpu() && bias.device().is_cpu() &&
                     z.dim() >= 1 && bias.dim() == 1 && bias.size(0) == z.size(-1);
-  if (!fits) return torch::gelu(z + bias);
+  if (!fits) return bias_gelu_tensor(z, bias);
   const bool grad = torch::GradMode::is_enabled() && (z.requires_grad() || bias.requires_grad());
   if (!grad) return run_bias_forward(z.contiguous(), bias.to(at::kFloat).contiguous());
   return BiasGeluFunction::apply(z, bias);

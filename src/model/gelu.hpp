@@ -28,6 +28,12 @@ at::Tensor gelu(const at::Tensor& x);
 /// a fixed order (the same for any thread count).
 at::Tensor bias_gelu(const at::Tensor& z, const at::Tensor& bias);
 
+/// The path of bias_gelu for devices and other dtypes, LibTorch ops alone:
+/// torch::gelu(z + bias) with the bias cast to z's dtype first, so that the
+/// result (and what autograd saves) stays in z's dtype under autocast, as
+/// PyTorch's autocast does with a linear layer's bias. Exposed for the tests.
+at::Tensor bias_gelu_tensor(const at::Tensor& z, const at::Tensor& bias);
+
 namespace gelu_kernel {
 /// y[i] = gelu(x[i]), dx[i] = dy[i] * gelu'(x[i]) for n fp32 values
 /// (exposed for the tests; the op above calls them chunk by chunk).

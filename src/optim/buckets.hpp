@@ -20,6 +20,7 @@
 #include "comm/comm.hpp"
 #include "optim/adamw.hpp"
 #include "optim/flat_params.hpp"
+#include "util/torch_compat.hpp"
 
 namespace vitkd {
 
@@ -78,7 +79,7 @@ class GradBuckets {
   size_t next_launch_ = 0;
   bool in_backward_ = false;
   int64_t launched_in_backward_ = 0;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  ///< kept alive for the hooks
+  std::vector<GradAccumulatorPtr> accumulators_;  ///< kept alive for the hooks
 };
 
 }  // namespace vitkd

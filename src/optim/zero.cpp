@@ -39,7 +39,8 @@ double ShardedAdamW::step(const AdamWHyper& h, double clip, PhaseTimes* times) {
     ScopedPhase ph(times, Phase::CommWait);
     if (sharded_) {
       buckets_->finish();
-    } else {
+    } else if (!comm_.allreduce_mean_on_device(flat_.grads.data_ptr<float>(), flat_.grads.numel())) {
+      // MPI: through host memory (a device buffer is copied there and back).
       allreduce_sum_inplace(flat_.grads);
       flat_.grads.mul_(1.0f / static_cast<float>(world().size));
     }

@@ -171,7 +171,9 @@ int train_main(const Config& cfg, const std::string& origin) {
                     kept_before = st.samples_kept;
       outcome = engine.run();
       if (outcome == StepOutcome::EpochEnded) break;
-      times.settle();  // a GPU's phase times, read once per step, within the step's wall time
+      // A GPU's phase times of the step before: reading them never waits for
+      // the work just queued (this step's are read at the next step).
+      times.settle_lagged();
       const bool preempt = record_step(tlog, st, times, epoch, seconds_since(t_step), seen_before,
                                        trained_before, kept_before);
       if (st.step % cfg.train_log_every_steps == 0)

@@ -44,6 +44,11 @@ class PhaseMarker {
   /// begin and its end recorded since the last call, and forgets them. Call
   /// it outside every phase (a begin without an end is dropped).
   virtual void settle(std::array<double, kNumPhases>& seconds) = 0;
+  /// As settle(), but without waiting for the marks recorded since the last
+  /// call: those are kept for the next call (a lag of one call, so that the
+  /// host never waits for the device work it has just queued); the older
+  /// ones are read. A marker that does not queue (host timing) settles all.
+  virtual void settle_lagged(std::array<double, kNumPhases>& seconds) { settle(seconds); }
 };
 
 /// One mark of a PhaseMarker, in the order recorded.
@@ -73,9 +78,10 @@ void add_phase_spans(const std::vector<PhaseMark>& marks, Elapsed&& elapsed,
 /// Accumulates seconds per phase; `step` holds the current step's times and
 /// `total` the whole run's. Without a marker a phase is the host's wall-clock
 /// time between its start and end. With `marker` set (a run on a GPU), the
-/// marker's times replace it; they reach `step` and `total` when settle() is
-/// called: once per step, before the step's row is written, and after an
-/// evaluation.
+/// marker's times replace it; they reach `step` and `total` when settled:
+/// settle_lagged() once per step, before the step's row is written (the row
+/// then holds the device times of the step before), and settle() after an
+/// evaluation and at the end of the run (everything).
 struct PhaseTimes {
   std::array<double, kNumPhases> step{};
   std::array<double, kNumPhases> total{};
@@ -88,6 +94,14 @@ struct PhaseTimes {
     if (!marker) return;
     std::array<double, kNumPhases> s{};
     marker->settle(s);
+    for (int i = 0; i < kNumPhases; ++i) add(static_cast<Phase>(i), s[i]);
+  }
+  /// Once per step on a GPU: the device times of the step before (see
+  /// PhaseMarker::settle_lagged); settle() after the last step reads the rest.
+  void settle_lagged() {
+    if (!marker) return;
+    std::array<double, kNumPhases> s{};
+    marker->settle_lagged(s);
     for (int i = 0; i < kNumPhases; ++i) add(static_cast<Phase>(i), s[i]);
   }
   void next_step() { step.fill(0.0); }

@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <utility>
+
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 #define VITKD_TORCH_AUTOCAST_BY_DEVICE 1  // at::autocast::*(DeviceType) (2.4+)
 #endif
@@ -64,6 +66,11 @@ class AutocastBf16 {
   bool prev_enabled_ = false;
   at::ScalarType prev_dtype_ = at::kBFloat16;
 };
+
+/// A parameter's gradient accumulator, as torch::autograd::impl::grad_accumulator
+/// returns it: std::shared_ptr<Node> in 1.13, c10::intrusive_ptr<Node> in 2.x.
+using GradAccumulatorPtr =
+    decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
 
 /// Whether this LibTorch has a fused attention kernel (scaled_dot_product_attention).
 constexpr bool has_fused_attention() {
