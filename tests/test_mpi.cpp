@@ -414,7 +414,12 @@ TEST(MpiZero, DevicePathRunOnTheCpuEqualsTheHostPath) {
     staged.stage = true;
     const ZeroRun a = run_zero(host), b = run_zero(dev, 20, staged);
     ASSERT_EQ(a.norms.size(), b.norms.size());
-    for (size_t k = 0; k < a.norms.size(); ++k) EXPECT_NEAR(b.norms[k], a.norms[k], 1e-9 * a.norms[k]) << k;
+    // Step 0's norm is of the same gradients: equal to summation order. Later
+    // norms are of parameters the two AdamW kernels rounded differently (they
+    // agree to 1e-6, below): LibTorch 2.x's element-wise kernels (FMA where
+    // 1.13 multiplied and added) put them about 2e-8 apart.
+    for (size_t k = 0; k < a.norms.size(); ++k)
+      EXPECT_NEAR(b.norms[k], a.norms[k], (k == 0 ? 1e-9 : 1e-7) * a.norms[k]) << k;
     EXPECT_LE(rel_diff(b.params, a.params), 1e-6) << "bucket " << bucket_bytes;
     const int64_t n = static_cast<int64_t>(a.m.size());
     EXPECT_LE(rel_diff(head(b.m, n), head(a.m, n)), 1e-6);
