@@ -15,6 +15,7 @@
 #include "data/dataset.hpp"
 #include "distill/teacher.hpp"
 #include "distill/view_cache.hpp"
+#include "model/precision.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
 #include "util/kokkos_session.hpp"
@@ -32,12 +33,17 @@ int teacher_cache_main(const std::vector<std::string>& args) {
                     "configuration: set run.mode = \"distill\" with teacher.checkpoint or teacher.torchscript");
   // ---- everything checked before anything is written -------------------------
   const DatasetMeta meta = validate_dataset_collective(cfg.data_path);
-  const bool bf16 = cfg.precision_compute == "bf16";
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   const int64_t threads =
       cfg.train_threads > 0 ? cfg.train_threads : std::max<int64_t>(1, cores / std::max(1, world().local_size));
   torch::set_num_threads(static_cast<int>(threads));
   kokkos_ensure(threads);  // the view kernel
+  // The teacher runs in the precision a training run would choose here
+  // (model/precision.hpp), so that a cache and the live teacher agree.
+  const PrecisionChoice precision = choose_precision(cfg.precision_compute, "fp32", torch::kCPU);
+  const bool bf16 = precision.bf16();
+  if (world().root() && !precision_warning(precision).empty())
+    std::fprintf(stderr, "vitkd: warning: %s\n", precision_warning(precision).c_str());
   std::unique_ptr<Teacher> teacher = make_teacher(cfg, meta, bf16);  // checks it fits the data (CPU)
   AugmentSpec aug;
   aug.enabled = cfg.data_augment;
@@ -58,8 +64,9 @@ int teacher_cache_main(const std::vector<std::string>& args) {
   const ViewCacheKey key = view_cache_key(meta, teacher->describe(), aug, cfg.distill_temperature);
   if (world().root()) make_dirs(parent_dir(file));
   barrier();
-  log0("teacher-cache: %s on %d rank(s), %lld thread(s) per rank; teacher: %s\n", origin.c_str(), world().size,
-       (long long)threads, key.teacher.c_str());
+  log0("teacher-cache: %s on %d rank(s), %lld thread(s) per rank, compute %s (%s); teacher: %s\n",
+       origin.c_str(), world().size, (long long)threads, precision.compute.c_str(), precision.why.c_str(),
+       key.teacher.c_str());
   log0("teacher-cache: %lld epoch(s) of views of %lld samples (%s, seed %lld), top-%lld of %lld classes at "
        "temperature %g -> %s\n", (long long)(aug.enabled ? epochs : 1), (long long)meta.train_size,
        aug.enabled ? "augmented" : "unaugmented: one epoch serves all", (long long)cfg.run_seed, (long long)k,

@@ -117,10 +117,7 @@ bool h5_exists(hid_t loc, const std::string& path) {
   std::stringstream ss(path);
   std::string part;
   while (std::getline(ss, part, '/')) {
-    if (part.empty()) {
-      partial.assign(1, '/');  // (not = "/": GCC 12 -Wstringop-overflow false positive)
-      continue;
-    }
+    if (part.empty()) { partial.assign(1, '/'); continue; }  // not = "/": GCC 12 false -Wstringop-overflow
     if (!partial.empty() && partial.back() != '/') partial += '/';
     partial += part;
     if (H5Lexists(loc, partial.c_str(), H5P_DEFAULT) <= 0) return false;
@@ -257,23 +254,21 @@ void h5_read_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elem
 
 H5Obj h5_create_dataset(hid_t loc, const std::string& path, hid_t type,
                         const std::vector<int64_t>& dims) {
-  std::vector<hsize_t> hd(dims.begin(), dims.end());
-  H5Obj space(VK_CHECK(H5, H5Screate_simple(static_cast<int>(hd.size()), hd.data(), nullptr)));
-  H5Obj lcpl(VK_CHECK(H5, H5Pcreate(H5P_LINK_CREATE)));
-  VK_CHECK(H5, H5Pset_create_intermediate_group(lcpl, 1));
-  return H5Obj(VK_CHECK(H5, H5Dcreate2(loc, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT)));
+  return h5_create_dataset_chunked(loc, path, type, dims, 0);
 }
 
 H5Obj h5_create_dataset_chunked(hid_t loc, const std::string& path, hid_t type,
                                 const std::vector<int64_t>& dims, int64_t chunk_rows) {
   std::vector<hsize_t> hd(dims.begin(), dims.end());
-  std::vector<hsize_t> chunk(hd);
-  chunk[0] = static_cast<hsize_t>(std::max<int64_t>(1, std::min<int64_t>(chunk_rows, dims[0])));
   H5Obj space(VK_CHECK(H5, H5Screate_simple(static_cast<int>(hd.size()), hd.data(), nullptr)));
   H5Obj lcpl(VK_CHECK(H5, H5Pcreate(H5P_LINK_CREATE)));
   VK_CHECK(H5, H5Pset_create_intermediate_group(lcpl, 1));
   H5Obj dcpl(VK_CHECK(H5, H5Pcreate(H5P_DATASET_CREATE)));
-  VK_CHECK(H5, H5Pset_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data()));
+  if (chunk_rows > 0) {
+    std::vector<hsize_t> chunk(hd);
+    chunk[0] = static_cast<hsize_t>(std::max<int64_t>(1, std::min<int64_t>(chunk_rows, dims[0])));
+    VK_CHECK(H5, H5Pset_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data()));
+  }
   return H5Obj(VK_CHECK(H5, H5Dcreate2(loc, path.c_str(), type, space, lcpl, dcpl, H5P_DEFAULT)));
 }
 

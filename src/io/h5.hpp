@@ -98,7 +98,8 @@ void h5_read_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elem
 H5Obj h5_create_dataset(hid_t loc, const std::string& path, hid_t type,
                         const std::vector<int64_t>& dims);
 /// The same, chunked along axis 0 in chunks of `chunk_rows` rows (whole rows
-/// of the other axes), for files read a block of rows at a time.
+/// of the other axes), for files read a block of rows at a time; chunk_rows 0
+/// is contiguous, as h5_create_dataset.
 H5Obj h5_create_dataset_chunked(hid_t loc, const std::string& path, hid_t type,
                                 const std::vector<int64_t>& dims, int64_t chunk_rows);
 /// Writes rows [first, first + count) along axis 0 of `dset` (a row is the
