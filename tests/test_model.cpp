@@ -280,6 +280,7 @@ TEST(Gelu, BiasGeluMatchesTorchWithGradientsForInputAndBias) {
 // z is the bf16 output of fc1's product and the bias an fp32 parameter. The
 // result must stay bf16 (half the bytes of fp32), as with the CPU kernel.
 TEST(Gelu, BiasGeluTensorPathKeepsTheBf16ActivationUnderAutocast) {
+  VITKD_SKIP_WITHOUT_BF16_MATMUL();
   torch::manual_seed(8);
   auto z = (torch::randn({2, 37, 96}) * 3).to(torch::kBFloat16).requires_grad_(true);
   auto bias = torch::randn({96}).requires_grad_(true);
