@@ -77,19 +77,38 @@ PY
 # every final weight, bit for bit.
 same_trajectory() {
   "$PYTHON" - "$1" "$2" <<'PY'
-import sys, h5py, numpy as np
+import json, sys, h5py, numpy as np
 a, b = sys.argv[1], sys.argv[2]
+# Bit for bit where the teacher's logits for a sample do not depend on the rest
+# of its batch (bf16 products through oneDNN). In fp32 (precision.compute =
+# "auto" on CPUs without native bf16) OpenBLAS's kernels round a row by its
+# place in the batch, so a cached logit and the live one differ in the last
+# bit: then losses within 1e-5 and the weights within 1e-4 (relative L2 over
+# all of them: the key part of the qkv bias has no true gradient, so Adam
+# amplifies rounding there alone) after the run; a wrong sample's targets
+# moves them by far more than that.
+exact = json.load(open(f"{a}/result.json"))["compute"] == "bf16"
+def same(x, y):
+    return np.array_equal(x, y) if exact else np.allclose(x, y, rtol=1e-5, atol=0)
 with h5py.File(f"{a}/timing.h5", "r") as fa, h5py.File(f"{b}/timing.h5", "r") as fb:
     la, lb = fa["metrics/loss"][()], fb["metrics/loss"][()]
     assert la.shape == lb.shape and la.size > 0, (la.shape, lb.shape)
-    assert np.array_equal(la, lb), f"losses differ from step {int(np.argmax(la != lb))}: {la[:5]} vs {lb[:5]}"
+    assert same(la, lb), f"losses differ from step {int(np.argmax(la != lb))}: {la[:5]} vs {lb[:5]}"
 with h5py.File(f"{a}/checkpoint.h5", "r") as fa, h5py.File(f"{b}/checkpoint.h5", "r") as fb:
     names = []
     fa["model"].visit(lambda n: names.append(n) if isinstance(fa["model"][n], h5py.Dataset) else None)
     assert names
-    for n in names:
-        assert np.array_equal(fa["model"][n][()], fb["model"][n][()]), f"weight {n} differs"
-print(f"OK: {a} and {b}: {la.size} steps' losses and {len(names)} weights identical")
+    wa = [fa["model"][n][()].astype(np.float64).ravel() for n in names]
+    wb = [fb["model"][n][()].astype(np.float64).ravel() for n in names]
+    if exact:
+        for n, x, y in zip(names, wa, wb):
+            assert np.array_equal(x, y), f"weight {n} differs"
+    else:
+        x, y = np.concatenate(wa), np.concatenate(wb)
+        rel = np.linalg.norm(x - y) / np.linalg.norm(y)
+        assert rel <= 1e-4, f"weights differ by {rel:.2e} (relative L2)"
+print(f"OK: {a} and {b}: {la.size} steps' losses and {len(names)} weights "
+      f"{'identical' if exact else 'within 1e-5 and 1e-4 (fp32)'}")
 PY
 }
 
