@@ -287,7 +287,9 @@ TEST(Augment, ReplayedViewsGiveTheLivePixelsBitwise) {
             ASSERT_EQ(v[b].width, W);
             ASSERT_LE(std::abs(v[b].top), pad);
             ASSERT_LE(std::abs(v[b].left), pad);
-            if (!flip) ASSERT_EQ(v[b].flip, 0);
+            if (!flip) {
+              ASSERT_EQ(v[b].flip, 0);
+            }
             for (int64_t c = 0; c < C; ++c)
               for (int64_t y = 0; y < H; ++y)
                 for (int64_t x = 0; x < W; ++x) {

@@ -366,7 +366,9 @@ TEST(Precision, ProbeIsTimeBoxedAndAgreesWithItsRule) {
   const double ratio = probe_bf16_over_fp32(0.2, &seconds, &error);
   EXPECT_LT(seconds, 0.6) << "ratio " << ratio;
   EXPECT_GE(ratio, 0.0);
-  if (ratio == 0) EXPECT_FALSE(error.empty());
+  if (ratio == 0) {
+    EXPECT_FALSE(error.empty());
+  }
   const auto p = choose_precision("auto", "fp32", torch::kCPU);
   EXPECT_LT(p.probe_seconds, 0.6);
   EXPECT_EQ(p.bf16(), p.bf16_over_fp32 >= kBf16Advantage) << p.why;
