@@ -415,11 +415,12 @@ TEST(MpiZero, DevicePathRunOnTheCpuEqualsTheHostPath) {
     const ZeroRun a = run_zero(host), b = run_zero(dev, 20, staged);
     ASSERT_EQ(a.norms.size(), b.norms.size());
     // Step 0's norm is of the same gradients: equal to summation order. Later
-    // norms are of parameters the two AdamW kernels rounded differently (they
-    // agree to 1e-6, below): LibTorch 2.x's element-wise kernels (FMA where
-    // 1.13 multiplied and added) put them about 2e-8 apart.
+    // norms are of parameters the two AdamW kernels rounded differently, held
+    // to the parameters' own 1e-6 (below): with LibTorch 2.15's element-wise
+    // kernels (FMA where 1.13 multiplied and added) they drift apart to 1.6e-7
+    // by step 18.
     for (size_t k = 0; k < a.norms.size(); ++k)
-      EXPECT_NEAR(b.norms[k], a.norms[k], (k == 0 ? 1e-9 : 1e-7) * a.norms[k]) << k;
+      EXPECT_NEAR(b.norms[k], a.norms[k], (k == 0 ? 1e-9 : 1e-6) * a.norms[k]) << k;
     EXPECT_LE(rel_diff(b.params, a.params), 1e-6) << "bucket " << bucket_bytes;
     const int64_t n = static_cast<int64_t>(a.m.size());
     EXPECT_LE(rel_diff(head(b.m, n), head(a.m, n)), 1e-6);
