@@ -32,11 +32,11 @@ if ldd build-mpich/vitkd | grep -q "libmpi.so"; then
   exit 1
 fi
 source jobs/env.sh
-# Left out: resume.sigusr1_checkpoints_and_resumes_exactly, where Hydra's
-# mpiexec, signalled under `timeout`, exits with 0 although the ranks exit
-# with 75 after the forwarded SIGUSR1 (the Slurm stand-in cases, where the
-# launcher is signalled by its parent shell, get the 75).
+# Left out: resume.sigusr1_checkpoints_and_resumes_exactly and the stand-in
+# slurm.usr1_during_start_up_is_kept, where Hydra's mpiexec, signalled while
+# the ranks start, exits with 0 although the ranks exit with 75 after the
+# forwarded SIGUSR1 (an open MPICH finding; the other stand-in cases get the 75).
 ctest --test-dir build-mpich --output-on-failure -j "$(nproc --all)" --timeout 900 -L mpi \
-  -E '(\.np[4-9]$|^resume\.sigusr1_checkpoints_and_resumes_exactly\.)' \
+  -E '(\.np[4-9]$|^resume\.sigusr1_checkpoints_and_resumes_exactly\.|^slurm\.usr1_during_start_up_is_kept\.)' \
   ${VITKD_MPICH_TESTS:+-R "$VITKD_MPICH_TESTS"}
 echo "lane mpich: $(( $(date +%s) - t0 )) s"
