@@ -271,9 +271,15 @@ case_view_cache_bad_input() {
   synthetic other.h5 1536 512 16 4 --seed 4
   refused dataset "teacher-view cache for another dataset" --set distill.teacher_cache_file="$WORK/views.h5" \
     --set data.path="$WORK/other.h5"
+  # The teacher is its model and weights, not its path: a copy elsewhere
+  # replays the cache; one changed weight is another teacher.
   cp "$SETUP/teacher/checkpoint.h5" teacher2.h5
+  LOG=teacher_copy.log expect 0 vk "$NP" "${RUN[@]}" --set run.out_dir="$WORK/teacher_copy" \
+    --set distill.teacher_cache_file="$WORK/views.h5" --set teacher.checkpoint="$WORK/teacher2.h5"
+  cp teacher2.h5 teacher3.h5
+  "$PYTHON" -c "import h5py; f = h5py.File('teacher3.h5', 'r+'); d = f['model/head.bias']; d[0] = d[0] + 1e-3; f.close()"
   refused teacher "teacher-view cache for another teacher model" --set distill.teacher_cache_file="$WORK/views.h5" \
-    --set teacher.checkpoint="$WORK/teacher2.h5"
+    --set teacher.checkpoint="$WORK/teacher3.h5"
   refused augment "teacher-view cache for another augmentation setting" \
     --set distill.teacher_cache_file="$WORK/views.h5" --set data.crop_pad=1
   refused augment_off "teacher-view cache for another augmentation setting" \

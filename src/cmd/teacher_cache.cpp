@@ -61,7 +61,7 @@ int teacher_cache_main(const std::vector<std::string>& args) {
   }
   const std::string file = cfg.distill_teacher_cache_file.empty() ? cfg.run_out_dir + "/teacher_views.h5"
                                                                   : cfg.distill_teacher_cache_file;
-  const ViewCacheKey key = view_cache_key(meta, teacher->describe(), aug, cfg.distill_temperature);
+  const ViewCacheKey key = view_cache_key(meta, *teacher, aug, cfg.distill_temperature);
   if (world().root()) make_dirs(parent_dir(file));
   barrier();
   log0("teacher-cache: %s on %d rank(s), %lld thread(s) per rank, compute %s (%s); teacher: %s\n",

@@ -15,6 +15,7 @@
 #include "data/fits_model.hpp"
 #include "model/vit.hpp"
 #include "util/error.hpp"
+#include "util/hash.hpp"
 #include "util/torch_compat.hpp"
 
 namespace vitkd {
@@ -42,6 +43,30 @@ std::string last_line(const std::string& msg) {
   return last;
 }
 
+// A hash of tensors' bytes (shapes, dtypes and values), as 16 hex digits.
+std::string weights_hash(const std::vector<torch::Tensor>& tensors) {
+  uint64_t h = 0x7669746b64ULL;  // "vitkd"
+  for (const torch::Tensor& t0 : tensors) {
+    const torch::Tensor t = t0.detach().to(torch::kCPU).contiguous();
+    h = hash64(h, static_cast<uint64_t>(t.scalar_type()), static_cast<uint64_t>(t.dim()));
+    for (int64_t d : t.sizes()) h = hash64(h, static_cast<uint64_t>(d));
+    const auto* p = static_cast<const unsigned char*>(t.data_ptr());
+    const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      h = mix64(h ^ w);
+    }
+    uint64_t w = 0;
+    std::memcpy(&w, p + i, bytes - i);
+    h = hash64(h, w);
+  }
+  char b[20];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(h));
+  return b;
+}
+
 // ---- a vitkd ViT checkpoint --------------------------------------------------
 class CheckpointTeacher : public Teacher {
  public:
@@ -53,6 +78,7 @@ class CheckpointTeacher : public Teacher {
     check_spec_fits_data(s, m, who, "", "distill on the data the teacher was trained for");
     model_ = ViT(s);
     load_checkpoint_weights(path, model_);
+    id_ = s.describe() + ", weights " + weights_hash(model_->parameters());
     model_->eval();
     for (auto& p : model_->parameters()) p.set_requires_grad(false);
     // Frozen, so the attention scale can live in the query weights (bitwise
@@ -86,9 +112,11 @@ class CheckpointTeacher : public Teacher {
     std::snprintf(b, sizeof b, "%.4f", info_.test_top1);
     return info_.spec.describe() + " from " + path_ + " (test top-1 " + b + ")";
   }
+  std::string identity() const override { return id_; }
 
  private:
   std::string path_;
+  std::string id_;
   bool bf16_;
   torch::DeviceType device_ = torch::kCPU;
   CheckpointInfo info_;
@@ -111,10 +139,14 @@ class TorchScriptTeacher : public Teacher {
                       "); save the teacher with torch.jit.save(torch.jit.script(model), PATH)");
     }
     module_.eval();
+    std::vector<torch::Tensor> weights;
     for (auto p : module_.parameters()) {
       p.set_requires_grad(false);
       params_ += p.numel();
+      weights.push_back(p);
     }
+    for (auto b : module_.buffers()) weights.push_back(b);
+    id_ = "TorchScript module, " + std::to_string(params_) + " parameters, weights " + weights_hash(weights);
     // A dummy batch of the dataset's input size; 2 samples so that a module
     // that drops or fixes the batch axis is caught too.
     const std::vector<int64_t> in_shape{2, m.channels, m.height, m.width};
@@ -174,6 +206,7 @@ class TorchScriptTeacher : public Teacher {
   torch::Tensor logits(const torch::Tensor& x) override { return run(x, bf16_).to(torch::kFloat32); }
   int64_t parameters() const override { return params_; }
   double forward_flops() const override { return 0.0; }
+  std::string identity() const override { return id_; }
   std::string describe() const override {
     return "TorchScript module " + path_ + " (" + std::to_string(params_) + " parameters, " +
            (bf16_ ? std::string("bf16 autocast")
@@ -198,6 +231,7 @@ class TorchScriptTeacher : public Teacher {
   }
 
   std::string path_;
+  std::string id_;
   torch::jit::Module module_;
   bool bf16_ = false;
   torch::DeviceType device_ = torch::kCPU;

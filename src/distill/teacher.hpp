@@ -34,6 +34,10 @@ class Teacher {
   virtual double forward_flops() const = 0;
   /// One line for the log: what it is, where it came from, its precision.
   virtual std::string describe() const = 0;
+  /// What it computes, wherever its file lies: the model's description and a
+  /// hash of its weights as loaded (a copy of the file elsewhere has the same
+  /// identity, other weights another one). Caches of its targets match on it.
+  virtual std::string identity() const = 0;
   /// Moves the teacher to `device`; logits() then takes and returns tensors there.
   virtual void to(const torch::Device& device) = 0;
 };

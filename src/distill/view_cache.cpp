@@ -45,7 +45,7 @@ std::string number_text(double v) {
 
 }  // namespace
 
-ViewCacheKey view_cache_key(const DatasetMeta& meta, const std::string& teacher, const AugmentSpec& aug,
+ViewCacheKey view_cache_key(const DatasetMeta& meta, const Teacher& teacher, const AugmentSpec& aug,
                             double temperature) {
   ViewCacheKey k;
   k.dataset = meta.path;
@@ -56,7 +56,8 @@ ViewCacheKey view_cache_key(const DatasetMeta& meta, const std::string& teacher,
   k.classes = meta.num_classes;
   k.mean = meta.mean;
   k.std = meta.std;
-  k.teacher = teacher;
+  k.teacher = teacher.describe();
+  k.teacher_id = teacher.identity();
   k.augment = aug.enabled;
   k.crop_pad = aug.enabled ? aug.pad : 0;
   k.flip = aug.enabled && aug.flip;
@@ -98,8 +99,11 @@ ViewCache::ViewCache(const std::string& path, const ViewCacheKey& want) : path_(
                  (n == want.train_size && h == want.height && w == want.width && c == want.channels
                       ? ", other pixel statistics"
                       : ""));
+  // The teacher's identity (model and weights), wherever its file lies;
+  // files written before it existed compare the description.
   const std::string teacher = h5_attr_string(f, "teacher");
-  if (teacher != want.teacher) mismatch("teacher model", teacher, want.teacher);
+  if (h5_attr_exists(f, "teacher_id") ? h5_attr_string(f, "teacher_id") != want.teacher_id : teacher != want.teacher)
+    mismatch("teacher model", teacher, want.teacher);
   augment_ = h5_attr_int(f, "augment") != 0;
   const int64_t pad = h5_attr_int(f, "crop_pad");
   const bool flip = h5_attr_int(f, "flip") != 0;
@@ -239,6 +243,7 @@ ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& k
   h5_attr_write(f, "std", key.std);
   h5_attr_write(f, "dataset", key.dataset);
   h5_attr_write(f, "teacher", key.teacher);
+  h5_attr_write(f, "teacher_id", key.teacher_id);
   const int64_t rows = E * n;
   H5Obj d_crop = h5_create_dataset_chunked(f, "/views/crop", H5T_NATIVE_INT16, {rows, 4}, kChunkRows);
   H5Obj d_flip = h5_create_dataset_chunked(f, "/views/flip", H5T_NATIVE_UINT8, {rows}, kChunkRows);

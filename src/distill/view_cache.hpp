@@ -25,7 +25,8 @@
 //   /targets/residual  float32 [E*N]     1 - sum of the k probabilities (>= 0)
 //   attributes: format, format_version, epochs, train_size, top_k, classes,
 //     seed, augment (0/1), crop_pad, flip, temperature, height, width,
-//     channels, mean, std, dataset (path), teacher (Teacher::describe()).
+//     channels, mean, std, dataset (path), teacher (Teacher::describe()),
+//     teacher_id (Teacher::identity(); written since 0.4.1, compared when present).
 #include <torch/types.h>
 
 #include <cstdint>
@@ -46,14 +47,15 @@ struct ViewCacheKey {
   std::string dataset;     ///< data.path (for messages; not compared)
   int64_t train_size = 0, height = 0, width = 0, channels = 0, classes = 0;
   std::vector<double> mean, std;
-  std::string teacher;     ///< Teacher::describe()
+  std::string teacher;     ///< Teacher::describe() (for messages)
+  std::string teacher_id;  ///< Teacher::identity() (compared; a file without one compares `teacher`)
   bool augment = false;
   int64_t crop_pad = 0;
   bool flip = false;
   double temperature = 1;  ///< tau of the stored soft targets
 };
 
-ViewCacheKey view_cache_key(const DatasetMeta& meta, const std::string& teacher, const AugmentSpec& aug,
+ViewCacheKey view_cache_key(const DatasetMeta& meta, const Teacher& teacher, const AugmentSpec& aug,
                             double temperature);
 
 /// The format name of an existing HDF5 file at `path` ("" if it has none or

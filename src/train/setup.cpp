@@ -160,7 +160,7 @@ void open_view_cache(const Config& cfg, TrainSetup& s) {
                     "configuration), or set distill.teacher_cache_file to one");
   TrainPlan& plan = s.plan;
   s.views = std::make_unique<ViewCache>(
-      file, view_cache_key(s.meta, s.teacher->describe(), plan.augment, plan.distill.temperature));
+      file, view_cache_key(s.meta, *s.teacher, plan.augment, plan.distill.temperature));
   if (s.views->augmented() && plan.epochs > s.views->epochs())
     throw UserError(file + ": train.epochs = " + std::to_string(plan.epochs) + " is more than the " +
                     std::to_string(s.views->epochs()) + " epochs of views in the teacher-view cache; "
