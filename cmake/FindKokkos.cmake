@@ -8,7 +8,10 @@
 #    headers and libtrilinos_kokkoscore.
 include(FindPackageHandleStandardArgs)
 
-find_package(Kokkos CONFIG QUIET)
+# separable_compilation: only the sources vitkd names go to Kokkos's device
+# compiler where Kokkos has CUDA (without it, Kokkos would redirect every
+# source of every target that links it).
+find_package(Kokkos CONFIG QUIET OPTIONAL_COMPONENTS separable_compilation)
 
 find_path(VITKD_KOKKOS_INCLUDE_DIR Kokkos_Core.hpp
   HINTS ${Kokkos_DIR}/../../../include ${Kokkos_ROOT}/include
@@ -47,7 +50,11 @@ endfunction()
 _vitkd_kokkos_target_ok(_kokkos_ok)
 if(_kokkos_ok)
   set(Kokkos_FOUND TRUE)
-  message(STATUS "Kokkos: using the Kokkos CMake package in ${Kokkos_DIR}")
+  message(STATUS "Kokkos: using the Kokkos CMake package in ${Kokkos_DIR} (${Kokkos_VERSION}, devices: ${Kokkos_DEVICES})")
+  # A Kokkos with CUDA: AdamW's device kernels (src/optim/adamw_kernels.cpp).
+  if("CUDA" IN_LIST Kokkos_DEVICES)
+    set(VITKD_KOKKOS_CUDA ON)
+  endif()
   find_package_handle_standard_args(Kokkos DEFAULT_MSG Kokkos_FOUND)
   return()
 endif()

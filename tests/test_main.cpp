@@ -5,11 +5,11 @@
 
 #include <cstdio>
 #include <string>
-
-#include <Kokkos_Core.hpp>
+#include <vector>
 
 #include "comm/world.hpp"
 #include "io/h5.hpp"
+#include "util/kokkos_session.hpp"
 
 namespace {
 // On ranks other than 0, the failed assertions only, marked with the rank
@@ -41,7 +41,14 @@ int main(int argc, char** argv) {
   vitkd::h5_silence_errors();
   int rc = 0;
   {
-    Kokkos::ScopeGuard kokkos(argc, argv);
+    // Kokkos as vitkd starts it (util/kokkos_session.hpp), with any
+    // --kokkos-* arguments of the command line.
+    std::vector<std::string> kokkos_args;
+    for (int i = 1; i < argc; ++i)
+      if (std::string(argv[i]).rfind("--kokkos", 0) == 0) kokkos_args.emplace_back(argv[i]);
+    vitkd::kokkos_set_arguments(kokkos_args);
+    vitkd::KokkosScope kokkos;
+    vitkd::kokkos_ensure(0);
     // Only rank 0 prints results; all ranks run every test, and the others
     // print their failures.
     if (vitkd::world().rank != 0) {

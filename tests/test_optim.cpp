@@ -105,6 +105,61 @@ TEST(AdamW, TensorKernelEqualsTheKokkosKernel) {
   EXPECT_EQ(dev.steps(), 20);
 }
 
+TEST(AdamW, ClipGateIsTheClipFormulaAndSkipsNonFiniteNorms) {
+  auto gate = [](double norm, double clip) {
+    return clip_gate(torch::scalar_tensor(norm, torch::kFloat64), clip);
+  };
+  EXPECT_EQ(gate(3.0, 1.0).scale.item<float>(), static_cast<float>(1.0 / (3.0 + 1e-6)));
+  EXPECT_EQ(gate(3.0, 1.0).scale.scalar_type(), torch::kFloat32);
+  EXPECT_EQ(gate(0.5, 1.0).scale.item<float>(), 1.0f);
+  EXPECT_EQ(gate(30.0, 0.0).scale.item<float>(), 1.0f);  // clip <= 0: no clipping
+  EXPECT_TRUE(gate(30.0, 1.0).apply.item<bool>());
+  EXPECT_FALSE(gate(NAN, 1.0).apply.item<bool>());
+  EXPECT_FALSE(gate(INFINITY, 0.0).apply.item<bool>());
+}
+
+// The device implementation decides clipping and skipping from tensors on
+// its device (no host read): a non-finite step leaves parameters, moments
+// and the step count exactly as they were, and the run goes on as the host
+// kernel's, which never saw that step.
+TEST(AdamW, GatedDeviceStepSkipsANonFiniteStepAsTheHostKernelDoes) {
+  torch::manual_seed(5);
+  const int64_t n = 1031;
+  auto p_host = torch::randn({n});
+  auto p_dev = p_host.clone();
+  auto mask = (torch::rand({n}) > 0.3).to(torch::kFloat32);
+  AdamW host(Shard{0, n}, torch::kCPU, AdamWKernel::Kokkos), dev(Shard{0, n}, torch::kCPU, AdamWKernel::Tensor);
+  const AdamWHyper h{2e-3, 0.9, 0.95, 1e-8, 0.1};
+  for (int step = 0; step < 12; ++step) {
+    auto g = torch::randn({n}) * (step % 4 == 1 ? 10.0f : 0.1f);  // some steps clipped
+    if (step == 5) g[7] = NAN;
+    if (step == 8) g[3] = INFINITY;
+    const StepGate gate = clip_gate(dev.grad_sq_norm_tensor(g).sqrt(), 1.0);
+    const auto before_p = p_dev.clone(), before_m = dev.m().clone(), before_v = dev.v().clone();
+    dev.step(p_dev, g, mask, gate, h);
+    host.step(p_host, g, mask, gate, h);
+    if (step == 5 || step == 8) {
+      EXPECT_FALSE(gate.apply.item<bool>());
+      EXPECT_TRUE(torch::equal(p_dev, before_p)) << "step " << step;
+      EXPECT_TRUE(torch::equal(dev.m(), before_m)) << "step " << step;
+      EXPECT_TRUE(torch::equal(dev.v(), before_v)) << "step " << step;
+    } else {
+      EXPECT_FALSE(torch::equal(p_dev, before_p)) << "step " << step;
+    }
+  }
+  EXPECT_EQ(dev.steps(), 10);
+  EXPECT_EQ(host.steps(), 10);
+  auto rel = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return ((a - b).norm() / b.norm()).item<double>();
+  };
+  EXPECT_LE(rel(p_dev, p_host), 1e-6);
+  EXPECT_LE(rel(dev.m(), host.m()), 1e-6);
+  EXPECT_LE(rel(dev.v(), host.v()), 1e-6);
+  // The step count survives a checkpoint round trip on both implementations.
+  dev.set_steps(42);
+  EXPECT_EQ(dev.steps(), 42);
+}
+
 TEST(AdamW, GradNormIsTheSumOfSquaresAndTheMaskLimitsDecay) {
   const int64_t n = 257;
   auto g = torch::randn({n});

@@ -142,10 +142,45 @@ TEST(PhaseTimes, CudaEventMarkerLaggedSettleReadsTheStepBefore) {
   EXPECT_NEAR(phase_s(t.total, vitkd::Phase::Optimizer), 0.200, 0.04);
 }
 
+// ---- a step's loss and norm read late (comm/device.hpp, LaggedReadback) -----
+#include "comm/device.hpp"
+
+namespace {
+// Pushes three steps' {loss, norm} on `device` and reads them as StepEngine
+// does: take(false) after each push, take(true) at the end.
+std::vector<std::vector<double>> lagged_reads(const torch::Device& device, std::vector<size_t>& after_each) {
+  vitkd::LaggedReadback r;
+  std::vector<std::vector<double>> got;
+  for (int i = 0; i < 3; ++i) {
+    r.push(torch::tensor({1.0 + i, 10.0 + i}, torch::kFloat64).to(device));
+    auto t = r.take(false);
+    after_each.push_back(t.size());
+    got.insert(got.end(), t.begin(), t.end());
+  }
+  auto rest = r.take(true);
+  got.insert(got.end(), rest.begin(), rest.end());
+  EXPECT_EQ(r.pending(), 0u);
+  return got;
+}
+const std::vector<std::vector<double>> kLaggedWant{{1, 10}, {2, 11}, {3, 12}};
+}  // namespace
+
+TEST(LaggedReadback, OnTheCpuEveryStepIsReadAtOnce) {
+  std::vector<size_t> after;
+  EXPECT_EQ(lagged_reads(torch::kCPU, after), kLaggedWant);
+  EXPECT_EQ(after, (std::vector<size_t>{1, 1, 1}));
+}
+
+TEST(LaggedReadback, OnAGpuEachStepIsReadOneStepLateInOrder) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device (or a LibTorch without CUDA)";
+  std::vector<size_t> after;
+  EXPECT_EQ(lagged_reads(torch::Device(torch::kCUDA, 0), after), kLaggedWant);
+  EXPECT_EQ(after, (std::vector<size_t>{0, 1, 1}));
+}
+
 // ---- dist.backend for ranks that share a GPU (comm/device.hpp) -------------
 // The decision select_device takes from the ranks' GPU keys (host + PCI bus
 // id), with stubbed keys and device kinds: no GPU is needed.
-#include "comm/device.hpp"
 #include "util/error.hpp"
 
 TEST(DeviceChoice, RanksSharingCountsEqualGpuKeys) {

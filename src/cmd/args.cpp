@@ -390,11 +390,16 @@ std::vector<Command> make_commands() {
                 Flag::count("steps", "K", "update steps compared").at_least(1).default_to("20"),
                 Flag::text("device", "D", "where the device update runs, as run.device").one_of({"auto", "cpu", "cuda"})
                     .default_to("auto"),
+                Flag::text("kernel", "K", "the device update: auto (Kokkos's device kernel on a GPU where "
+                           "Kokkos has CUDA, else LibTorch's), tensor (LibTorch's element-wise kernels), "
+                           "kokkos-device").one_of({"auto", "tensor", "kokkos-device"}).default_to("auto"),
                 Flag::path("out", "FILE.json", "also write the result as JSON")},
                "Both updates start from the same parameters and see the same gradients, clipping scales and "
-               "decay mask. Prints the relative L2 difference of the parameters and moments after the last "
-               "step (the check: at most 1e-6) and exits 1 when it is larger. On the CPU the device update "
-               "is LibTorch's element-wise kernels, which is what runs on a GPU."});
+               "decay mask; the device's squared gradient norm is compared too. Prints the relative L2 "
+               "difference of the parameters and moments after the last step and the worst relative "
+               "difference of the norms (the check: all at most 1e-6) and exits 1 when one is larger. On the "
+               "CPU the device update is LibTorch's element-wise kernels, which is what runs on a GPU where "
+               "Kokkos has no CUDA."});
   c.push_back({"bench comm", "Measure reduce-scatter, all-gather and allreduce rates (run under mpirun).",
                {},
                {Flag::count("elements", "N", "floats per operation (default: the teacher's parameter count)")

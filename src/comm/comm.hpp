@@ -52,6 +52,15 @@ class Communicator {
     (void)count;
     return false;
   }
+  /// In-place sum over ranks of `count` doubles at `buf` (the squared
+  /// gradient norm) on the device, ordered after the compute stream's work
+  /// and before its next, without the host waiting; false when this backend
+  /// has no such path (MPI: the caller sums through host memory).
+  virtual bool allreduce_sum_on_device(double* buf, int64_t count) {
+    (void)buf;
+    (void)count;
+    return false;
+  }
 
   /// Bytes of this rank's data handed to the communication library, from
   /// the count and datatype arguments of each call: the whole send buffer of

@@ -113,6 +113,18 @@ std::unique_ptr<PhaseMarker> make_cuda_event_marker(void* stream) {
   return std::make_unique<CudaEventMarker>(stream ? static_cast<cudaStream_t>(stream) : cudaStreamLegacy);
 }
 
+CudaEvent::CudaEvent() {
+  cudaEvent_t e = nullptr;
+  VK_CHECK(CUDA, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  event_ = e;
+}
+CudaEvent::~CudaEvent() { (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_)); }  // no error path here
+void CudaEvent::record(void* stream) {
+  VK_CHECK(CUDA, cudaEventRecord(static_cast<cudaEvent_t>(event_),
+                                 stream ? static_cast<cudaStream_t>(stream) : cudaStreamLegacy));
+}
+void CudaEvent::wait() { VK_CHECK(CUDA, cudaEventSynchronize(static_cast<cudaEvent_t>(event_))); }
+
 #else
 
 bool cuda_runtime_built() { return false; }
@@ -129,6 +141,13 @@ std::string cuda_pci_bus_id(int) { return ""; }
 std::unique_ptr<PhaseMarker> make_cuda_event_marker(void*) {
   throw UserError("CUDA-event phase timing needs a vitkd built with the CUDA runtime (VITKD_WITH_CUDA)");
 }
+
+CudaEvent::CudaEvent() {
+  throw UserError("reading device results late needs a vitkd built with the CUDA runtime (VITKD_WITH_CUDA)");
+}
+CudaEvent::~CudaEvent() = default;
+void CudaEvent::record(void*) {}
+void CudaEvent::wait() {}
 
 #endif
 

@@ -32,4 +32,21 @@ void cuda_set_device(int device);
 /// Without the CUDA runtime in the build: a UserError.
 std::unique_ptr<PhaseMarker> make_cuda_event_marker(void* stream);
 
+/// A CUDA event without timing, for reading device results late: record()
+/// it on `stream` (a cudaStream_t; null: the legacy default stream) after
+/// queuing a copy, wait() for that copy later. Without the CUDA runtime in
+/// the build: a UserError on construction.
+class CudaEvent {
+ public:
+  CudaEvent();
+  ~CudaEvent();
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  void record(void* stream);
+  void wait();
+
+ private:
+  void* event_ = nullptr;
+};
+
 }  // namespace vitkd

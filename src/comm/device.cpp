@@ -162,4 +162,38 @@ std::unique_ptr<PhaseMarker> make_phase_marker(const RunDevice& d) {
 #endif
 }
 
+LaggedReadback::LaggedReadback() = default;
+LaggedReadback::~LaggedReadback() = default;
+
+void LaggedReadback::push(const torch::Tensor& values) {
+  Entry e;
+  const torch::Tensor v = values.detach().to(torch::kFloat64).reshape({-1});
+  if (!v.is_cuda()) {
+    e.host = v.clone();
+  } else {
+    e.host = torch::empty({v.numel()}, torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(true));
+    e.host.copy_(v, /*non_blocking=*/true);
+    e.event = std::make_unique<CudaEvent>();
+#ifdef VITKD_TORCH_CUDA
+    e.event->record(c10::cuda::getCurrentCUDAStream(v.device().index()).stream());
+#else
+    e.event->record(nullptr);
+#endif
+  }
+  entries_.push_back(std::move(e));
+}
+
+std::vector<std::vector<double>> LaggedReadback::take(bool all) {
+  std::vector<std::vector<double>> out;
+  while (!entries_.empty()) {
+    Entry& e = entries_.front();
+    if (e.event && !all && entries_.size() == 1) break;  // the newest stays queued
+    if (e.event) e.event->wait();
+    const double* p = e.host.data_ptr<double>();
+    out.emplace_back(p, p + e.host.numel());
+    entries_.pop_front();
+  }
+  return out;
+}
+
 }  // namespace vitkd

@@ -9,6 +9,7 @@
 // through pinned host buffers).
 #include <torch/torch.h>
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,5 +63,34 @@ void synchronize(const RunDevice& d);
 /// The run's phase marker (PhaseTimes::marker): CUDA events on LibTorch's
 /// current stream on a GPU; null on the CPU (host wall-clock timing).
 std::unique_ptr<PhaseMarker> make_phase_marker(const RunDevice& d);
+
+class CudaEvent;
+
+/// Small device results (a step's loss and gradient norm) read without the
+/// host waiting for the work it has just queued. push() starts reading a
+/// 1-D float64 tensor; take() returns the values pushed so far, oldest
+/// first. On a GPU each push is a copy into page-locked memory and an event
+/// on LibTorch's current stream, and take(false) returns every entry but the
+/// newest (waiting only for copies queued a step or more earlier); on the
+/// CPU every entry is ready at once and take() returns all of them.
+/// take(true) returns everything, waiting where needed.
+class LaggedReadback {
+ public:
+  LaggedReadback();
+  ~LaggedReadback();
+  LaggedReadback(const LaggedReadback&) = delete;
+  LaggedReadback& operator=(const LaggedReadback&) = delete;
+  void push(const torch::Tensor& values);
+  std::vector<std::vector<double>> take(bool all);
+  /// Entries pushed and not yet taken.
+  size_t pending() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    torch::Tensor host;                ///< float64 on the host (page-locked when copied from a GPU)
+    std::unique_ptr<CudaEvent> event;  ///< null when `host` is complete
+  };
+  std::deque<Entry> entries_;
+};
 
 }  // namespace vitkd

@@ -189,6 +189,15 @@ class NcclCommunicator final : public Communicator {
     bytes_sent_ += count * static_cast<int64_t>(sizeof(float));
     return true;
   }
+  bool allreduce_sum_on_device(double* buf, int64_t count) override {
+    if (count < 0) internal_error("negative count in allreduce_sum_on_device");
+    if (count == 0) return true;
+    order_after_compute();
+    VK_CHECK(NCCL, ncclAllReduce(buf, buf, static_cast<size_t>(count), ncclFloat64, ncclSum, comm_, stream_));
+    VK_CHECK(CUDA, cudaEventRecord(gathered_, stream_));
+    VK_CHECK(CUDA, cudaStreamWaitEvent(compute_stream(), gathered_, 0));
+    return true;
+  }
   void all_gather(float* buf, int64_t count) override {
     const World& w = world();
     if (count < 0) internal_error("negative count in all_gather");

@@ -12,8 +12,8 @@ uint64_t view_key(const AugmentSpec& aug, int64_t epoch) {
   return hash64(aug.seed, 0x41554721ULL /* "AUG!" */, static_cast<uint64_t>(epoch));
 }
 
-KOKKOS_INLINE_FUNCTION ViewParams params_from_key(uint64_t key, int64_t index, bool on, int64_t pad,
-                                                  bool flip, int64_t h, int64_t w) {
+ViewParams params_from_key(uint64_t key, int64_t index, bool on, int64_t pad,
+                           bool flip, int64_t h, int64_t w) {
   ViewParams v;
   v.height = static_cast<int16_t>(h);
   v.width = static_cast<int16_t>(w);

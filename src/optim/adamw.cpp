@@ -1,106 +1,147 @@
 #include "optim/adamw.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <cmath>
 #include <stdexcept>
 
+#ifdef VITKD_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "optim/adamw_kernels.hpp"
+
 namespace vitkd {
 
-using Host = Kokkos::DefaultHostExecutionSpace;
-using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
-using FloatView = Kokkos::View<float*, Kokkos::HostSpace>;
-using CView = Kokkos::View<const float*, Kokkos::HostSpace, Unmanaged>;
-using MView = Kokkos::View<float*, Kokkos::HostSpace, Unmanaged>;
-
-/// The moments: labelled Kokkos views for the host kernel (the tensors view
-/// their memory), tensors on the device otherwise.
+/// The moments m and v (float32 tensors on the buffers' device; the Kokkos
+/// kernels work on their memory), and the device's count of updates.
 struct AdamW::State {
-  FloatView km, kv;
   torch::Tensor m, v;
+  torch::Tensor t;  ///< device implementations: updates applied, float64 0-dim on the device
 };
 
 namespace {
 
-/// The update's constants for step `t` (1-based), shared by both kernels.
-struct AdamWConsts {
-  float b1, b2, eps, lr, decay, c1, c2;
-  AdamWConsts(const AdamWHyper& h, int64_t t)
-      : b1(float(h.beta1)), b2(float(h.beta2)), eps(float(h.eps)), lr(float(h.lr)),
-        decay(float(h.lr * h.weight_decay)),
-        c1(float(1.0 / (1.0 - std::pow(h.beta1, double(t))))),
-        c2(float(1.0 / std::sqrt(1.0 - std::pow(h.beta2, double(t))))) {}
-};
-
-torch::Tensor view_of(FloatView& v) {
-  return torch::from_blob(v.data(), {static_cast<int64_t>(v.extent(0))}, torch::kFloat32);
+/// The host kernel's constants for step `t` (1-based).
+adamw_kernels::Consts consts(const AdamWHyper& h, int64_t t) {
+  return {float(h.beta1), float(h.beta2), float(h.eps), float(h.lr), float(h.lr * h.weight_decay),
+          float(1.0 / (1.0 - std::pow(h.beta1, double(t)))),
+          float(1.0 / std::sqrt(1.0 - std::pow(h.beta2, double(t))))};
 }
+
+#ifdef VITKD_TORCH_CUDA
+void* stream_of(const torch::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+#else
+void* stream_of(const torch::Tensor&) { return nullptr; }
+#endif
 
 }  // namespace
 
 AdamW::AdamW(Shard shard, torch::Device device, AdamWKernel kernel)
     : shard_(shard), st_(std::make_unique<State>()) {
   if (kernel == AdamWKernel::Kokkos && !device.is_cpu())
-    throw std::invalid_argument("AdamW: the Kokkos kernel needs host memory");
+    throw std::invalid_argument("AdamW: the Kokkos host kernel needs host memory");
+  if (kernel == AdamWKernel::KokkosDevice && !(device.is_cuda() && adamw_kernels::device_built()))
+    throw std::invalid_argument("AdamW: the Kokkos device kernel needs CUDA memory and a Kokkos with CUDA");
   kokkos_ = kernel == AdamWKernel::Kokkos || (kernel == AdamWKernel::Auto && device.is_cpu());
-  if (kokkos_) {
-    st_->km = FloatView("AdamW::m", shard.size);  // zero-initialised
-    st_->kv = FloatView("AdamW::v", shard.size);
-    st_->m = view_of(st_->km);
-    st_->v = view_of(st_->kv);
-  } else {
-    const auto opt = torch::TensorOptions().dtype(torch::kFloat32).device(device);
-    st_->m = torch::zeros({shard.size}, opt);
-    st_->v = torch::zeros({shard.size}, opt);
-  }
+  device_kokkos_ = kernel == AdamWKernel::KokkosDevice ||
+                   (kernel == AdamWKernel::Auto && device.is_cuda() && adamw_kernels::device_built());
+  const auto opt = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  st_->m = torch::zeros({shard.size}, opt);
+  st_->v = torch::zeros({shard.size}, opt);
+  if (!kokkos_) st_->t = torch::zeros({}, opt.dtype(torch::kFloat64));
 }
 AdamW::~AdamW() = default;
+
+bool AdamW::kokkos_device_built() { return adamw_kernels::device_built(); }
 
 torch::Tensor AdamW::m() const { return st_->m; }
 torch::Tensor AdamW::v() const { return st_->v; }
 
+int64_t AdamW::steps() const { return kokkos_ ? steps_ : static_cast<int64_t>(st_->t.item<double>()); }
+void AdamW::set_steps(int64_t s) {
+  steps_ = s;
+  if (!kokkos_) st_->t.fill_(static_cast<double>(s));
+}
+
+StepGate clip_gate(const torch::Tensor& norm, double clip) {
+  torch::NoGradGuard ng;
+  StepGate g;
+  g.apply = torch::isfinite(norm);
+  g.scale = clip > 0 ? torch::where(norm > clip, torch::full_like(norm, clip).div(norm + 1e-6), torch::ones_like(norm)).to(torch::kFloat32)
+                     : torch::ones({}, norm.options().dtype(torch::kFloat32));
+  return g;
+}
+
+torch::Tensor AdamW::grad_sq_norm_tensor(const torch::Tensor& grad) const {
+  if (kokkos_) return torch::scalar_tensor(grad_sq_norm(grad), torch::kFloat64);
+  if (device_kokkos_) {
+    torch::Tensor out = torch::empty({}, grad.options().dtype(torch::kFloat64));
+    adamw_kernels::device_sq_norm(grad.data_ptr<float>(), shard_.size, out.data_ptr<double>(), stream_of(grad));
+    return out;
+  }
+  torch::NoGradGuard ng;
+  return grad.to(torch::kFloat64).square_().sum();
+}
+
 double AdamW::grad_sq_norm(const torch::Tensor& grad) const {
-  if (!kokkos_) return grad.to(torch::kFloat64).square().sum().item<double>();
-  CView g(grad.data_ptr<float>(), shard_.size);
-  double sum = 0.0;
-  Kokkos::parallel_reduce(
-      "AdamW::grad_sq_norm", Kokkos::RangePolicy<Host>(0, shard_.size),
-      KOKKOS_LAMBDA(const int64_t i, double& acc) { acc += double(g(i)) * double(g(i)); }, sum);
-  return sum;
+  if (kokkos_) return adamw_kernels::host_sq_norm(grad.data_ptr<float>(), shard_.size);
+  return grad_sq_norm_tensor(grad).item<double>();
 }
 
 void AdamW::step(torch::Tensor param, const torch::Tensor& grad, const torch::Tensor& mask,
                  float grad_scale, const AdamWHyper& h) {
-  ++steps_;
-  const AdamWConsts k(h, steps_);
-  if (!kokkos_) {
-    // The kernel below, one element-wise operation at a time.
-    torch::NoGradGuard ng;
-    const torch::Tensor g = grad * grad_scale;
-    torch::Tensor& m = st_->m;
-    torch::Tensor& v = st_->v;
-    m.mul_(k.b1).add_(g * (1.f - k.b1));
-    v.mul_(k.b2).add_(g * (1.f - k.b2) * g);
-    param.mul_(1.f - k.decay * mask);
-    param.sub_(k.lr * (m * k.c1) / (v.sqrt() * k.c2 + k.eps));
+  const auto dev = torch::TensorOptions().device(param.device());
+  step(param, grad, mask, StepGate{torch::full({}, grad_scale, dev.dtype(torch::kFloat32)),
+                                   torch::ones({}, dev.dtype(torch::kBool))}, h);
+}
+
+void AdamW::step(torch::Tensor param, const torch::Tensor& grad, const torch::Tensor& mask,
+                 const StepGate& gate, const AdamWHyper& h) {
+  if (kokkos_) {
+    if (!gate.apply.item<bool>()) return;  // host memory: reading the gate costs nothing
+    ++steps_;
+    adamw_kernels::host_step(param.data_ptr<float>(), grad.data_ptr<float>(), mask.data_ptr<float>(),
+                             st_->m.data_ptr<float>(), st_->v.data_ptr<float>(), shard_.size,
+                             gate.scale.item<float>(), consts(h, steps_));
     return;
   }
-  MView p(param.data_ptr<float>(), shard_.size);
-  CView g(grad.data_ptr<float>(), shard_.size), wd(mask.data_ptr<float>(), shard_.size);
-  auto m = st_->km, v = st_->kv;
-  const float b1 = k.b1, b2 = k.b2, eps = k.eps, lr = k.lr, decay = k.decay, c1 = k.c1, c2 = k.c2;
-  Kokkos::parallel_for(
-      "AdamW::step", Kokkos::RangePolicy<Host>(0, shard_.size), KOKKOS_LAMBDA(const int64_t i) {
-        const float gi = g(i) * grad_scale;
-        const float mi = b1 * m(i) + (1.f - b1) * gi;
-        const float vi = b2 * v(i) + (1.f - b2) * gi * gi;
-        m(i) = mi;
-        v(i) = vi;
-        // Decoupled weight decay (Loshchilov & Hutter), then the Adam update.
-        float pi = p(i) * (1.f - decay * wd(i));
-        pi -= lr * (mi * c1) / (std::sqrt(vi) * c2 + eps);
-        p(i) = pi;
-      });
-  Kokkos::fence();
+  if (device_kokkos_) {
+    // One pass over memory, the gate read on the device.
+    const torch::Tensor scale = gate.scale.to(torch::kFloat32).contiguous();
+    const torch::Tensor apply = gate.apply.to(torch::kBool).contiguous();
+    adamw_kernels::device_step(param.data_ptr<float>(), grad.data_ptr<float>(), mask.data_ptr<float>(),
+                               st_->m.data_ptr<float>(), st_->v.data_ptr<float>(), shard_.size,
+                               {scale.data_ptr<float>(), apply.data_ptr<bool>(), st_->t.data_ptr<double>()},
+                               {h.beta1, h.beta2, float(h.eps), float(h.lr), float(h.lr * h.weight_decay)},
+                               stream_of(param));
+    return;
+  }
+  // LibTorch's element-wise kernels: the update above, one operation at a
+  // time, with every constant a 0-dim tensor on the device: a skipped step
+  // (apply false) multiplies m and v by 1 and adds 0, decays by 0 and moves
+  // by 0, so nothing changes, and the step count stays.
+  torch::NoGradGuard ng;
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(param.device());
+  const torch::Tensor on = gate.apply.to(torch::kFloat64);
+  torch::Tensor& t = st_->t;
+  t.add_(on);
+  // Bias corrections in double from the device's count, as the host kernel
+  // does from its own (a count of 0, before any update, is taken as 1).
+  const torch::Tensor tc = t.clamp_min(1.0);
+  const torch::Tensor c1 = torch::ones_like(tc).div(1.0 - torch::pow(h.beta1, tc)).to(torch::kFloat32);
+  const torch::Tensor c2 = torch::ones_like(tc).div(torch::sqrt(1.0 - torch::pow(h.beta2, tc))).to(torch::kFloat32);
+  const torch::Tensor one = torch::ones({}, f32);
+  const torch::Tensor b1 = torch::where(gate.apply, torch::full({}, float(h.beta1), f32), one);
+  const torch::Tensor b2 = torch::where(gate.apply, torch::full({}, float(h.beta2), f32), one);
+  const torch::Tensor on32 = on.to(torch::kFloat32);
+  const torch::Tensor lr = on32 * float(h.lr);
+  const torch::Tensor decay = on32 * float(h.lr * h.weight_decay);
+  const torch::Tensor g = torch::where(gate.apply, grad * gate.scale, torch::zeros({}, f32));
+  torch::Tensor& m = st_->m;
+  torch::Tensor& v = st_->v;
+  m.mul_(b1).add_(g * (1.f - b1));
+  v.mul_(b2).add_(g * (1.f - b2) * g);
+  param.mul_(1.f - decay * mask);
+  param.sub_(lr * (m * c1) / (v.sqrt() * c2 + float(h.eps)));
 }
 
 double schedule_lr(double seen, double warmup, double total, double peak, double floor) {

@@ -34,6 +34,10 @@ MemoryFootprint ShardedAdamW::memory() const {
 int64_t ShardedAdamW::bucket_count() const { return buckets_ ? buckets_->count() : 1; }
 
 double ShardedAdamW::step(const AdamWHyper& h, double clip, PhaseTimes* times) {
+  return step_async(h, clip, times).item<double>();
+}
+
+torch::Tensor ShardedAdamW::step_async(const AdamWHyper& h, double clip, PhaseTimes* times) {
   const torch::Tensor grad = sharded_ ? grad_shard_ : flat_.grads;
   {
     ScopedPhase ph(times, Phase::CommWait);
@@ -45,15 +49,20 @@ double ShardedAdamW::step(const AdamWHyper& h, double clip, PhaseTimes* times) {
       flat_.grads.mul_(1.0f / static_cast<float>(world().size));
     }
   }
-  double norm = 0;
+  torch::Tensor norm;
   {
     ScopedPhase ph(times, Phase::Optimizer);
-    const double sq = opt_.grad_sq_norm(grad);
-    norm = std::sqrt(sharded_ ? allreduce_sum(sq) : sq);
-    if (!std::isfinite(norm)) return norm;  // every rank sees the same norm and skips
-    const float scale = (clip > 0 && norm > clip) ? static_cast<float>(clip / (norm + 1e-6)) : 1.0f;
+    torch::Tensor sq = opt_.grad_sq_norm_tensor(grad);
+    if (sharded_ && world().size > 1 &&
+        !(sq.is_cuda() && comm_.allreduce_sum_on_device(sq.data_ptr<double>(), 1)))
+      sq = torch::scalar_tensor(allreduce_sum(sq.item<double>()), sq.options());
+    norm = sq.sqrt();
+    const StepGate gate = clip_gate(norm, clip);
+    // The host kernel: a non-finite norm returns here on every rank (the
+    // same norm everywhere). The device implementation skips on the device.
+    if (opt_.uses_kokkos() && !gate.apply.item<bool>()) return norm;
     opt_.step(flat_.params.narrow(0, shard_.offset, shard_.size), grad,
-              flat_.decay_mask.narrow(0, shard_.offset, shard_.size), scale, h);
+              flat_.decay_mask.narrow(0, shard_.offset, shard_.size), gate, h);
   }
   if (!sharded_) return norm;
   ScopedPhase ph(times, Phase::AllGather);

@@ -39,7 +39,15 @@ class ShardedAdamW {
   /// Steps 2-6 above; returns the global gradient norm (before clipping).
   /// A non-finite norm skips the update on every rank (parameters unchanged).
   /// `clip` <= 0 disables clipping. Phases are timed into `times` if given.
+  /// Reading the norm waits for the device.
   double step(const AdamWHyper& h, double clip, PhaseTimes* times = nullptr);
+  /// The same step; the norm is a 0-dim float64 tensor on the buffers'
+  /// device. On a GPU the host does not wait for it: the norm, the clip
+  /// scale and the skip decision stay on the device (StepGate), and so does
+  /// the all-reduce of the squared norm where the backend can do it there
+  /// (NCCL; one rank needs none). MPI sums it through host memory, which
+  /// waits for the gradients.
+  torch::Tensor step_async(const AdamWHyper& h, double clip, PhaseTimes* times = nullptr);
 
   AdamW& adamw() { return opt_; }
   const Shard& shard() const { return shard_; }

@@ -197,20 +197,14 @@ void StepEngine::train(int64_t n, int64_t global_n, TeacherSource source) {
     loss = per.mean();
   }
   ShardedAdamW& opt = *s_.opt;
-  if (n > 0) {
+  torch::Tensor loss_value;  // float64 [1], on the device
+  {
     ScopedPhase ph(times_, Phase::Backward);
     opt.begin_backward();
-    (loss * weight).backward();
-    st_.last.loss = loss.item<double>();
-    st_.last.samples = n;
-    if (std::isfinite(st_.last.loss)) {
-      st_.window.loss_sum += st_.last.loss * n;
-      st_.window.loss_count += n;
+    if (n > 0) {
+      (loss * weight).backward();
+      loss_value = loss.detach().to(torch::kFloat64).reshape({1});
     }
-  } else {
-    st_.last.loss = NAN;
-    st_.last.samples = 0;
-    opt.begin_backward();
   }
   st_.samples_trained += global_n;
   st_.window.trained += global_n;
@@ -218,18 +212,38 @@ void StepEngine::train(int64_t n, int64_t global_n, TeacherSource source) {
                             cfg_.optim_lr, cfg_.optim_min_lr);
   const AdamWHyper h{st_.last.lr, cfg_.optim_beta1, cfg_.optim_beta2, cfg_.optim_eps,
                      cfg_.optim_weight_decay};
-  const double gnorm = opt.step(h, cfg_.optim_grad_clip, &times_);
-  if (!std::isfinite(gnorm)) {  // every rank sees the same global norm and skipped the update
-    ++st_.bad_steps;
-    ++st_.bad_run;
-    log0("step %lld: non-finite loss or gradient (norm %g): update skipped (%lld in a row, "
-         "train.max_bad_steps = %lld)\n", (long long)st_.step + 1, gnorm, (long long)st_.bad_run,
-         (long long)cfg_.train_max_bad_steps);
-  } else {
-    st_.bad_run = 0;
-  }
+  const torch::Tensor gnorm = opt.step_async(h, cfg_.optim_grad_clip, &times_);
+  if (!loss_value.defined()) loss_value = torch::full({1}, NAN, gnorm.options());
+  // The loss and the norm reach the run state without a wait on a GPU: one
+  // step late there (settle() before reading them), at once on the CPU.
+  stats_.push(torch::cat({loss_value, gnorm.reshape({1})}));
+  stat_info_.push_back({st_.step + 1, n});
+  absorb(stats_.take(false));
   s_.flat->zero_grad();
   ++st_.step;
+}
+
+void StepEngine::absorb(const std::vector<std::vector<double>>& values) {
+  for (const std::vector<double>& v : values) {
+    const StepStat info = stat_info_.front();
+    stat_info_.pop_front();
+    const double loss = v[0], gnorm = v[1];
+    st_.last.loss = info.samples > 0 ? loss : NAN;
+    st_.last.samples = info.samples;
+    if (info.samples > 0 && std::isfinite(loss)) {
+      st_.window.loss_sum += loss * info.samples;
+      st_.window.loss_count += info.samples;
+    }
+    if (!std::isfinite(gnorm)) {  // every rank sees the same global norm and skipped the update
+      ++st_.bad_steps;
+      ++st_.bad_run;
+      log0("step %lld: non-finite loss or gradient (norm %g): update skipped (%lld in a row, "
+           "train.max_bad_steps = %lld)\n", (long long)info.step, gnorm, (long long)st_.bad_run,
+           (long long)cfg_.train_max_bad_steps);
+    } else {
+      st_.bad_run = 0;
+    }
+  }
 }
 
 }  // namespace vitkd

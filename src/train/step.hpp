@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "comm/device.hpp"
 #include "config/config.hpp"
 #include "distill/targets.hpp"
 #include "sift/global_select.hpp"
@@ -45,6 +46,13 @@ class StepEngine {
   /// One optimizer step of the current epoch (the loader's epoch must have
   /// begun). Collective.
   StepOutcome run();
+  /// Brings the steps' loss and gradient norm into the run state (last loss,
+  /// loss window, non-finite steps). On the CPU run() does it at once; on a
+  /// GPU run() does it for the step before (the host never waits for the
+  /// step it has just queued) and settle() for every step so far, waiting:
+  /// call it before reading those fields (progress lines, checkpoints, the
+  /// end of the run).
+  void settle() { absorb(stats_.take(true)); }
 
  private:
   bool fill(bool sifting);
@@ -54,6 +62,12 @@ class StepEngine {
                               int64_t epoch);
   torch::Tensor teacher_logits(const torch::Tensor& x, const torch::Tensor& index);
   TeacherSource source(bool sifting) const;
+  /// The host side of one step's statistics, in push order.
+  struct StepStat {
+    int64_t step = 0;     ///< 1-based step number
+    int64_t samples = 0;  ///< this rank's samples in the step
+  };
+  void absorb(const std::vector<std::vector<double>>& values);
 
   const Config& cfg_;
   TrainSetup& s_;
@@ -64,6 +78,8 @@ class StepEngine {
   TeacherTargets* targets_;
   PhaseTimes& times_;
   const TestFaults& faults_;
+  LaggedReadback stats_;            ///< per step: {loss, gradient norm}
+  std::deque<StepStat> stat_info_;  ///< the host side of the entries in stats_
 };
 
 }  // namespace vitkd

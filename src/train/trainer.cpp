@@ -174,10 +174,16 @@ int train_main(const Config& cfg, const std::string& origin) {
       // A GPU's phase times of the step before: reading them never waits for
       // the work just queued (this step's are read at the next step).
       times.settle_lagged();
+      // Likewise its loss and gradient norm (StepEngine::settle): read whole
+      // where a progress line, a checkpoint or the end needs them.
+      if (st.step % cfg.train_log_every_steps == 0 || st.step >= plan.total_steps ||
+          (cfg.checkpoint_every_steps > 0 && st.step % cfg.checkpoint_every_steps == 0))
+        engine.settle();
       const bool preempt = record_step(tlog, st, times, epoch, seconds_since(t_step), seen_before,
                                        trained_before, kept_before);
       if (st.step % cfg.train_log_every_steps == 0)
         log_progress(plan, st, epoch, seen_at_start, seconds_since(t_train));
+      if (st.bad_run >= cfg.train_max_bad_steps) engine.settle();  // the diagnostic checkpoint: every step
       if (st.bad_run >= cfg.train_max_bad_steps)
         abort_bad_steps(cfg, write_run_checkpoint(CheckpointKind::Diagnostic, cfg, s, st, selector, pool,
                                                   seconds_since(t_train), times),
@@ -185,6 +191,7 @@ int train_main(const Config& cfg, const std::string& origin) {
       if (cfg.train_eval_every_steps > 0 && st.step % cfg.train_eval_every_steps == 0)
         log0("step %lld: test top-1 %.4f\n", (long long)st.step, evaluate_now(s, st, times, epoch, t_train));
       if (preempt) {
+        engine.settle();
         write_run_checkpoint(CheckpointKind::Preempted, cfg, s, st, selector, pool,
                              seconds_since(t_train), times);
         if (cache && w.root()) cache->save(s.teacher_cache_file);
@@ -216,6 +223,7 @@ int train_main(const Config& cfg, const std::string& origin) {
     if (last || (cfg.train_eval_every_epochs > 0 && (epoch + 1) % cfg.train_eval_every_epochs == 0))
       evaluate_epoch(s, st, tlog, times, epoch, t_train);
   }
+  engine.settle();
   close_loss_window(st);
   tlog.flush();
   if (cache && w.root() && cache->save(s.teacher_cache_file))

@@ -60,9 +60,11 @@ class Vitkd(CMakePackage, CudaPackage):
     # augmentation and AdamW kernels. Spack builds Kokkos Serial unless told
     # otherwise, so ask for OpenMP (train.threads sets its thread count). On
     # GPUs the AdamW update runs as LibTorch kernels on the device
-    # (src/optim/adamw.hpp), so +cuda needs no Kokkos CUDA backend (which
-    # would also require nvcc_wrapper for every translation unit that
-    # includes Kokkos): Kokkos stays on the host in both variants.
+    # (src/optim/adamw.hpp), so +cuda needs no Kokkos CUDA backend. vitkd
+    # also builds against a kokkos+cuda+wrapper (its three Kokkos sources go
+    # to nvcc_wrapper; AdamW then runs as one Kokkos kernel on the device),
+    # but such a Kokkos needs a GPU at start-up even for CPU runs, so this
+    # recipe keeps Kokkos on the host (docs/gpu.md).
     depends_on("kokkos+openmp~cuda")
     # LibTorch (TorchConfig.cmake ships in py-torch's site-packages/torch).
     depends_on("py-torch")
