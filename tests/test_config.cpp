@@ -151,3 +151,24 @@ TEST(Config, Bf16ReduceWithoutShardingIsRefusedWithTheFix) {
   EXPECT_EQ(error_of("", {"precision.reduce=bf16", "dist.sharding=zero1"}), "");
   EXPECT_EQ(error_of("", {"precision.reduce=fp32", "dist.sharding=none"}), "");
 }
+
+// teacher.checkpoint: one path (a string, as before) or an ensemble (an
+// array of paths); the echo gives back the same list.
+TEST(Config, TeacherCheckpointIsOnePathOrAList) {
+  Config c = parse_config("", "t.toml");
+  EXPECT_TRUE(c.teacher_checkpoint.empty());
+  c = parse_config("", "t.toml", {"teacher.checkpoint=runs/t/checkpoint.h5"});
+  EXPECT_EQ(c.teacher_checkpoint.paths, (std::vector<std::string>{"runs/t/checkpoint.h5"}));
+  EXPECT_NE(config_to_toml(c).find("checkpoint = \"runs/t/checkpoint.h5\""), std::string::npos);
+  c = parse_config("[teacher]\ncheckpoint = [\"a.h5\", \"b.h5\", \"c.h5\"]\n", "t.toml");
+  EXPECT_EQ(c.teacher_checkpoint.paths, (std::vector<std::string>{"a.h5", "b.h5", "c.h5"}));
+  EXPECT_EQ(parse_config(config_to_toml(c), "echo.toml").teacher_checkpoint.paths, c.teacher_checkpoint.paths);
+  c = parse_config("", "t.toml", {"teacher.checkpoint=[\"x.h5\",\"y.h5\"]"});
+  EXPECT_EQ(c.teacher_checkpoint.size(), 2u);
+  for (const char* bad : {"[1, 2]", "[\"a.h5\", \"\"]", "3"}) {
+    const auto e = error_of("", {std::string("teacher.checkpoint=") + bad});
+    EXPECT_NE(e.find("'teacher.checkpoint' must be a string or array of strings"), std::string::npos)
+        << bad << ": " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+}

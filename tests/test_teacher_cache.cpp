@@ -91,3 +91,82 @@ TEST(TeacherCache, FileLoadsOnlyForTheSameTeacherAndDataset) {
   EXPECT_EQ(d.filled(), 0);
   EXPECT_FALSE(d.lookup(idx({1})).defined());
 }
+
+// ---- the teacher itself (distill/teacher.hpp) ---------------------------------
+#include <filesystem>
+
+#include "config/config.hpp"
+#include "data/dataset.hpp"
+#include "distill/teacher.hpp"
+#include "io/checkpoint.hpp"
+
+namespace {
+// A tiny ViT with the weights of `seed`, saved as a vitkd checkpoint at `path`.
+void save_tiny_teacher(const std::string& path, uint64_t seed) {
+  const ModelSpec s = test::Spec::tiny();
+  torch::manual_seed(seed);
+  ViT m(s);
+  CheckpointInfo info;
+  info.spec = s;
+  info.mode = "teacher";
+  info.world_size = 1;
+  info.test_top1 = 0.5;
+  info.config = "[run]\n";
+  save_checkpoint(path, m, info);
+}
+DatasetMeta tiny_meta() {
+  DatasetMeta d;
+  d.path = "tiny.h5";
+  d.height = d.width = 8;
+  d.channels = 1;
+  d.num_classes = 4;
+  d.class_names = {"a", "b", "c", "d"};
+  d.mean = {0.5};
+  d.std = {0.25};
+  return d;
+}
+std::unique_ptr<Teacher> teacher_of(std::vector<std::string> paths, double tau = 4.0) {
+  Config cfg;
+  cfg.run_mode = "distill";
+  cfg.teacher_checkpoint.paths = std::move(paths);
+  cfg.distill_temperature = tau;
+  return make_teacher(cfg, tiny_meta(), /*bf16=*/false);
+}
+}  // namespace
+
+// teacher.checkpoint = [a, b]: the soft targets (softmax at tau) are the mean
+// of the members' own; the hard target is that mean's argmax.
+TEST(Teacher, AnEnsembleIsTheMeanOfItsMembersProbabilitiesAtTau) {
+  TempDir tmp;
+  const std::string a = tmp / "a.h5", b = tmp / "b.h5";
+  save_tiny_teacher(a, 1);
+  save_tiny_teacher(b, 2);
+  const double tau = 2.0;
+  auto ta = teacher_of({a}, tau), tb = teacher_of({b}, tau), te = teacher_of({a, b}, tau);
+  torch::manual_seed(9);
+  const torch::Tensor x = torch::randn({6, 1, 8, 8});
+  const torch::Tensor pa = torch::softmax(ta->logits(x).to(torch::kFloat64) / tau, 1);
+  const torch::Tensor pb = torch::softmax(tb->logits(x).to(torch::kFloat64) / tau, 1);
+  const torch::Tensor pe = torch::softmax(te->logits(x).to(torch::kFloat64) / tau, 1);
+  ASSERT_GT((pa - pb).abs().max().item<double>(), 1e-3) << "the two members should differ";
+  EXPECT_LE((pe - (pa + pb) / 2).abs().max().item<double>(), 1e-6);
+  EXPECT_TRUE(torch::equal(pe.argmax(1), ((pa + pb) / 2).argmax(1)));
+  EXPECT_EQ(te->parameters(), 2 * ta->parameters());
+  EXPECT_EQ(te->forward_flops(), 2 * ta->forward_flops());
+  EXPECT_NE(te->describe().find("ensemble of 2 teachers"), std::string::npos) << te->describe();
+}
+
+// Caches match a teacher by identity: a copy of its file elsewhere is the
+// same teacher, other weights are another.
+TEST(Teacher, IdentityIsTheModelAndItsWeightsNotThePath) {
+  TempDir tmp;
+  const std::string a = tmp / "a.h5", b = tmp / "b.h5", copy = tmp / "copy-of-a.h5";
+  save_tiny_teacher(a, 1);
+  save_tiny_teacher(b, 2);
+  std::filesystem::copy_file(a, copy);
+  EXPECT_EQ(teacher_of({copy})->identity(), teacher_of({a})->identity());
+  EXPECT_NE(teacher_of({copy})->describe(), teacher_of({a})->describe());  // the log names the file
+  EXPECT_NE(teacher_of({b})->identity(), teacher_of({a})->identity());
+  EXPECT_NE(teacher_of({a, b})->identity(), teacher_of({a})->identity());
+  EXPECT_EQ(teacher_of({a, b})->identity(), teacher_of({copy, b})->identity());
+}

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "util/error.hpp"
 #include "util/strings.hpp"
@@ -22,6 +23,7 @@ template <> const char* type_name<int64_t>() { return "integer"; }
 template <> const char* type_name<double>() { return "float"; }
 template <> const char* type_name<bool>() { return "bool"; }
 template <> const char* type_name<std::vector<double>>() { return "array of floats"; }
+template <> const char* type_name<PathList>() { return "string or array of strings"; }
 
 // A TOML basic string with escapes. (toml++ 3.3 prints a string holding a
 // newline as a multi-line literal string, and TOML drops a newline right
@@ -65,6 +67,14 @@ std::string to_toml(const std::vector<double>& v) {
   return s + "]";
 }
 
+// One path as a string (also none: ""), several as an array.
+std::string to_toml(const PathList& v) {
+  if (v.size() <= 1) return to_toml(v.empty() ? std::string() : v[0]);
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + to_toml(v[i]);
+  return s + "]";
+}
+
 // Reads one node into `out`; returns false on a type mismatch.
 bool read_node(const toml::node& n, std::string& out) {
   if (auto v = n.value_exact<std::string>()) { out = *v; return true; }
@@ -89,6 +99,23 @@ bool read_node(const toml::node& n, std::vector<double>& out) {
   std::vector<double> v(a->size());
   for (size_t i = 0; i < a->size(); ++i)
     if (!read_node(*a->get(i), v[i])) return false;
+  out = std::move(v);
+  return true;
+}
+
+bool read_node(const toml::node& n, PathList& out) {
+  PathList v;
+  if (auto s = n.value_exact<std::string>()) {
+    if (!s->empty()) v.paths.push_back(*s);
+  } else if (const toml::array* a = n.as_array()) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      auto e = a->get(i)->value_exact<std::string>();
+      if (!e || e->empty()) return false;
+      v.paths.push_back(*e);
+    }
+  } else {
+    return false;
+  }
   out = std::move(v);
   return true;
 }
@@ -230,7 +257,9 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     if (!read_node(*n, field)) {
       std::ostringstream got;
       got << n->type();
-      if (n->is_array()) got << " with an element that is not a number";
+      if (n->is_array())
+        got << (std::is_same_v<T, PathList> ? " with an element that is not a non-empty string"
+                                             : " with an element that is not a number");
       throw UserError(origin + ": key '" + std::string(s) + "." + k + "' must be " +
                       with_article(type_name<T>()) + ", got " + with_article(got.str()) +
                       "; e.g. " + std::string(s) + "." + k + " = " + to_toml(field));

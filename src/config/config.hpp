@@ -9,8 +9,17 @@
 
 namespace vitkd {
 
+/// One path or several: a TOML string ("" = none) or an array of strings.
+struct PathList {
+  std::vector<std::string> paths;
+  bool empty() const { return paths.empty(); }
+  size_t size() const { return paths.size(); }
+  const std::string& operator[](size_t i) const { return paths[i]; }
+};
+
 // X(section, key, C++ type, default, help); the types are std::string,
-// int64_t, double, bool and std::vector<double> (a TOML array of numbers).
+// int64_t, double, bool, std::vector<double> (a TOML array of numbers) and
+// PathList (a string or an array of strings).
 #define VITKD_CONFIG_TABLE(X)                                                              \
   X(run, mode, std::string, "teacher", "\"teacher\" (cross-entropy) or \"distill\"")       \
   X(run, out_dir, std::string, "runs/default", "directory for everything the run writes")  \
@@ -38,7 +47,7 @@ namespace vitkd {
   X(model, norm_eps, double, 1e-6, "LayerNorm epsilon (PyTorch's nn.LayerNorm default is 1e-5)") \
   X(model, init, std::string, "trunc_normal", "\"trunc_normal\" (normal(0, 0.02) clipped at +-0.04) or \"torch\" (PyTorch's module defaults)") \
   X(model, decay, std::string, "matrices", "AdamW weight decay on \"matrices\" (not biases, norms, tokens, pos_embed) or \"all\" parameters") \
-  X(teacher, checkpoint, std::string, "", "vitkd checkpoint of the teacher (distill mode)") \
+  X(teacher, checkpoint, PathList, PathList{}, "vitkd checkpoint of the teacher (distill mode); an array of checkpoints is an ensemble: the targets are the mean of their probabilities") \
   X(teacher, torchscript, std::string, "", "or a torch.jit.save file: normalized float [N,C,H,W] -> logits [N,K]") \
   X(distill, kind, std::string, "soft", "\"soft\" (KL) or \"hard\" (teacher argmax)")      \
   X(distill, temperature, double, 4.0, "softmax temperature tau for the soft loss")        \
@@ -100,7 +109,7 @@ struct Config {
 /// One entry of the table, for help text and suggestions.
 struct ConfigKeyInfo {
   std::string name;  ///< "section.key"
-  std::string type;  ///< "string" | "integer" | "float" | "bool" | "array of floats"
+  std::string type;  ///< "string" | "integer" | "float" | "bool" | "array of floats" | "string or array of strings"
   std::string def;   ///< default, as TOML
   std::string help;
 };

@@ -239,12 +239,68 @@ class TorchScriptTeacher : public Teacher {
   int64_t params_ = 0;
 };
 
+// ---- an ensemble of checkpoints (teacher.checkpoint = [...]) -------------------
+// Its targets are the mean of the members' probabilities at the distillation
+// temperature tau: logits() returns tau * log(mean_i softmax(t_i / tau)),
+// whose softmax at tau is exactly that mean (and whose argmax is the mean's).
+class EnsembleTeacher : public Teacher {
+ public:
+  EnsembleTeacher(std::vector<std::unique_ptr<Teacher>> members, double tau)
+      : members_(std::move(members)), tau_(tau) {}
+  torch::Tensor logits(const torch::Tensor& x) override {
+    torch::NoGradGuard ng;
+    torch::Tensor sum;
+    for (auto& m : members_) {
+      const torch::Tensor p = torch::softmax(m->logits(x).to(torch::kFloat64) / tau_, 1);
+      sum = sum.defined() ? sum + p : p;
+    }
+    return (tau_ * torch::log(sum / static_cast<double>(members_.size()))).to(torch::kFloat32);
+  }
+  int64_t parameters() const override {
+    int64_t n = 0;
+    for (const auto& m : members_) n += m->parameters();
+    return n;
+  }
+  double forward_flops() const override {
+    double f = 0;
+    for (const auto& m : members_) f += m->forward_flops();
+    return f;
+  }
+  std::string describe() const override {
+    char t[32];
+    std::snprintf(t, sizeof t, "%g", tau_);
+    std::string s = "ensemble of " + std::to_string(members_.size()) + " teachers (mean probabilities at tau " +
+                    t + "):";
+    for (size_t i = 0; i < members_.size(); ++i) s += (i ? "; " : " ") + members_[i]->describe();
+    return s;
+  }
+  std::string identity() const override {
+    char t[32];
+    std::snprintf(t, sizeof t, "%g", tau_);
+    std::string s = std::string("ensemble at tau ") + t + ":";
+    for (const auto& m : members_) s += " [" + m->identity() + "]";
+    return s;
+  }
+  void to(const torch::Device& d) override {
+    for (auto& m : members_) m->to(d);
+  }
+
+ private:
+  std::vector<std::unique_ptr<Teacher>> members_;
+  double tau_;
+};
+
 }  // namespace
 
 std::unique_ptr<Teacher> make_teacher(const Config& cfg, const DatasetMeta& meta, bool bf16) {
   if (!cfg.teacher_torchscript.empty())
     return std::make_unique<TorchScriptTeacher>(cfg.teacher_torchscript, meta, bf16);
-  return std::make_unique<CheckpointTeacher>(cfg.teacher_checkpoint, meta, bf16);
+  if (cfg.teacher_checkpoint.size() == 1)
+    return std::make_unique<CheckpointTeacher>(cfg.teacher_checkpoint[0], meta, bf16);
+  std::vector<std::unique_ptr<Teacher>> members;
+  for (const std::string& path : cfg.teacher_checkpoint.paths)
+    members.push_back(std::make_unique<CheckpointTeacher>(path, meta, bf16));
+  return std::make_unique<EnsembleTeacher>(std::move(members), cfg.distill_temperature);
 }
 
 }  // namespace vitkd

@@ -2,7 +2,9 @@
 // The teacher of a distillation run, whatever it was trained with.
 //
 // Two kinds, chosen by the configuration (exactly one key set):
-//   teacher.checkpoint  = "checkpoint.h5"  a vitkd ViT checkpoint (src/io/checkpoint.hpp)
+//   teacher.checkpoint  = "checkpoint.h5"  a vitkd ViT checkpoint (src/io/checkpoint.hpp),
+//                       = ["a.h5", "b.h5"] or an ensemble of them: the mean of
+//                                          their probabilities at distill.temperature
 //   teacher.torchscript = "teacher.pt"     any module saved with torch.jit.save whose
 //                                          forward maps float [N,C,H,W] to logits [N,K]
 // Both see exactly the input the student sees: the dataset's images as float
