@@ -220,6 +220,20 @@ with h5py.File("views2.h5", "r") as f:
     assert res.max() > 0 and np.allclose(f["targets/prob"][()].sum(1) + res, 1, atol=1e-5)
 print("OK: the cache file's format, shapes and distributions")
 PY
+  # vitkd inspect says what the cache holds, and its first epoch's mean top-1
+  # probability is the file's.
+  LOG=inspect.log expect 0 vk 1 inspect "$WORK/views.h5"
+  for want in "vitkd teacher-view cache (format version 1)" "3 epoch(s) of views of 1536 samples (seed 7;" \
+              "top-4 of 4 classes at tau" "teacher identity: ViT(" "4608 views,"; do
+    grep -qF "$want" inspect.log || { cat inspect.log; fail "inspect: no '$want'"; }
+  done
+  "$PYTHON" - <<'PY'
+import re, h5py
+with h5py.File("views.h5", "r") as f:
+    want = float(f["targets/prob"][:1536, 0].mean())
+got = float(re.search(r"mean top-1 teacher probability ([0-9.]+)", open("inspect.log").read()).group(1))
+assert abs(got - want) < 1e-4, (got, want)
+PY
   # The live teacher on the same augmented views (run.seed = the cache's seed, 7)
   # and the cache replayed: the same training, bit for bit; no teacher pass.
   LOG=live.log expect 0 vk "$NP" "${STUDENT[@]}" "${AUG[@]}" --set run.out_dir=live

@@ -367,7 +367,7 @@ std::vector<Command> make_commands() {
                            "the dataset whose normalization and class names go into model.json "
                            "(default: the checkpoint's data.path, if readable)"),
                 Flag::integer("batch", "N", "samples in reference.h5").at_least(1).at_most(4096).default_to("8")}});
-  c.push_back({"inspect", "Summarise a vitkd dataset, checkpoint or timing log.",
+  c.push_back({"inspect", "Summarise a vitkd dataset, checkpoint, timing log or teacher-view cache.",
                {{"FILE.h5", "the file to summarise"}}, {},
                "Any other HDF5 file: its top-level objects."});
   c.push_back({"bench gemm", "Measure matrix-product rates (bf16, fp32) at the models' shapes.",

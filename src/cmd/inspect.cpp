@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "data/dataset.hpp"
+#include "distill/view_cache.hpp"
 #include "comm/world.hpp"
 #include "io/checkpoint.hpp"
 #include "io/h5.hpp"
@@ -152,6 +153,7 @@ int inspect_main(const std::vector<std::string>& args) {
   if (format == kDatasetFormat) inspect_dataset(path);
   else if (format == kCheckpointFormat) inspect_checkpoint(path);
   else if (format == kTimingH5.name) inspect_timing(path);
+  else if (format == view_cache_format()) std::fputs(summarize_view_cache(path).c_str(), stdout);
   else inspect_other(path);
   return kExitOk;
 }

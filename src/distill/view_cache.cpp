@@ -65,6 +65,50 @@ ViewCacheKey view_cache_key(const DatasetMeta& meta, const Teacher& teacher, con
   return k;
 }
 
+const char* view_cache_format() { return kViewsH5.name; }
+
+std::string summarize_view_cache(const std::string& path) {
+  H5Lock lock(h5_mutex());
+  H5Obj f = h5_open_read(path, "teacher-view cache");
+  h5_require_format(f, path, kViewsH5);
+  const int64_t E = h5_attr_int(f, "epochs"), n = h5_attr_int(f, "train_size"), k = h5_attr_int(f, "top_k");
+  const bool aug = h5_attr_int(f, "augment") != 0;
+  char b[512];
+  std::string out = path + ": vitkd teacher-view cache (format version " +
+                    std::to_string(h5_attr_int(f, "format_version")) + ")\n";
+  std::snprintf(b, sizeof b, "  %lld epoch(s) of views of %lld samples (seed %lld; %s), top-%lld of %lld classes at tau %s\n",
+                (long long)E, (long long)n, (long long)h5_attr_int(f, "seed"),
+                augment_text(aug, h5_attr_int(f, "crop_pad"), h5_attr_int(f, "flip") != 0).c_str(), (long long)k,
+                (long long)h5_attr_int(f, "classes"), number_text(h5_attr_double(f, "temperature")).c_str());
+  out += b;
+  out += "  dataset: " + h5_attr_string(f, "dataset") + " (" +
+         shape_text(n, h5_attr_int(f, "height"), h5_attr_int(f, "width"), h5_attr_int(f, "channels")) + ")\n";
+  out += "  teacher: " + h5_attr_string(f, "teacher") + "\n";
+  out += "  teacher identity: " +
+         (h5_attr_exists(f, "teacher_id") ? h5_attr_string(f, "teacher_id")
+                                          : std::string("not recorded (written before 0.4.1): matched by description")) +
+         "\n";
+  const int64_t bytes = file_size(path);
+  std::snprintf(b, sizeof b, "  %lld views, %.1f MB (%.1f bytes per view)\n", (long long)(E * n), bytes / 1e6,
+                E * n > 0 ? double(bytes) / double(E * n) : 0.0);
+  out += b;
+  // The first epoch's targets: how sure the teacher is, how much the top-k leave out.
+  if (n > 0 && k > 0) {
+    std::vector<float> prob(static_cast<size_t>(n * k)), res(static_cast<size_t>(n));
+    h5_read_slab(H5Obj(VK_CHECK(H5, H5Dopen2(f, "/targets/prob", H5P_DEFAULT))), 0, n, prob.data());
+    h5_read_slab(H5Obj(VK_CHECK(H5, H5Dopen2(f, "/targets/residual", H5P_DEFAULT))), 0, n, res.data());
+    double top = 0, rest = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      top += prob[static_cast<size_t>(i * k)];
+      rest += res[static_cast<size_t>(i)];
+    }
+    std::snprintf(b, sizeof b, "  epoch 0: mean top-1 teacher probability %.4f, mean residual mass %.2e\n",
+                  top / double(n), rest / double(n));
+    out += b;
+  }
+  return out;
+}
+
 std::string cache_file_format(const std::string& path) {
   if (access(path.c_str(), R_OK) != 0) return "";
   H5Lock lock(h5_mutex());

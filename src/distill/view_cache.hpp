@@ -62,6 +62,14 @@ ViewCacheKey view_cache_key(const DatasetMeta& meta, const Teacher& teacher, con
 /// cannot be read): tells a view cache from the unaugmented logit cache.
 std::string cache_file_format(const std::string& path);
 
+/// The format name of a teacher-view cache ("vitkd-teacher-views").
+const char* view_cache_format();
+
+/// `vitkd inspect` of a teacher-view cache: what it was written for (data,
+/// teacher, augmentation, temperature), its size, and the first epoch's
+/// mean top-1 teacher probability and residual mass. Several lines.
+std::string summarize_view_cache(const std::string& path);
+
 /// A cache file opened for replay (every rank its own copy, read-only).
 class ViewCache {
  public:
