@@ -18,6 +18,7 @@
 #include "io/timing_log.hpp"
 #include "model/vit.hpp"
 #include "optim/zero.hpp"
+#include "util/torch_compat.hpp"
 
 using namespace vitkd;
 using vitkd::test::odd_spec;
@@ -418,13 +419,18 @@ TEST(MpiZero, DevicePathRunOnTheCpuEqualsTheHostPath) {
     // norms are of parameters the two AdamW kernels rounded differently, held
     // to the parameters' own 1e-6 (below): with LibTorch 2.15's element-wise
     // kernels (FMA where 1.13 multiplied and added) they drift apart to 1.6e-7
-    // by step 18.
+    // by step 18. LibTorch's fused AdamW (2.4+) rounds in float where the
+    // host kernel takes the bias corrections in double, and the model feeds
+    // that back into the gradients: measured on LibTorch 2.15, norms 2.4e-6,
+    // moments 6.8e-6 (m) and 1.6e-5 (v) apart after 20 steps, parameters
+    // within 1e-6. A wrong update is off by orders of magnitude more.
+    const double later = has_fused_adamw() ? 1e-5 : 1e-6, moments = has_fused_adamw() ? 1e-4 : 1e-6;
     for (size_t k = 0; k < a.norms.size(); ++k)
-      EXPECT_NEAR(b.norms[k], a.norms[k], (k == 0 ? 1e-9 : 1e-6) * a.norms[k]) << k;
+      EXPECT_NEAR(b.norms[k], a.norms[k], (k == 0 ? 1e-9 : later) * a.norms[k]) << k;
     EXPECT_LE(rel_diff(b.params, a.params), 1e-6) << "bucket " << bucket_bytes;
     const int64_t n = static_cast<int64_t>(a.m.size());
-    EXPECT_LE(rel_diff(head(b.m, n), head(a.m, n)), 1e-6);
-    EXPECT_LE(rel_diff(head(b.v, n), head(a.v, n)), 1e-6);
+    EXPECT_LE(rel_diff(head(b.m, n), head(a.m, n)), moments);
+    EXPECT_LE(rel_diff(head(b.v, n), head(a.v, n)), moments);
     EXPECT_EQ(b.bytes_per_step, a.bytes_per_step);  // staging sends what it would send
   }
 }

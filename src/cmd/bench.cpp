@@ -113,7 +113,9 @@ int bench_adamw(const cli::Args& a) {
   kokkos_ensure(1);  // the host kernel
   torch::manual_seed(7);
   auto p_host = torch::randn({n});
-  auto mask = (torch::rand({n}) > 0.3).to(torch::kFloat32);
+  // Weight decay in blocks, as a model's tensors have it (weights, then biases and norms).
+  auto mask = (torch::rand({(n + 999) / 1000}) > 0.3).to(torch::kFloat32).repeat_interleave(1000);
+  mask = mask.narrow(0, 0, n).contiguous();
   auto p_dev = p_host.to(where);
   const auto mask_dev = mask.to(where);
   const std::string kernel = a.text("kernel");

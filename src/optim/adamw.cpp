@@ -8,6 +8,7 @@
 #endif
 
 #include "optim/adamw_kernels.hpp"
+#include "util/torch_compat.hpp"
 
 namespace vitkd {
 
@@ -15,7 +16,12 @@ namespace vitkd {
 /// kernels work on their memory), and the device's count of updates.
 struct AdamW::State {
   torch::Tensor m, v;
-  torch::Tensor t;  ///< device implementations: updates applied, float64 0-dim on the device
+  torch::Tensor t;  ///< device implementations: updates applied, float32 0-dim on the device
+  /// LibTorch's fused kernel: the shard's runs of equal decay mask (element
+  /// ranges {offset, size} with weight decay, and without), found at the
+  /// first step (the mask is the same in every step).
+  std::vector<Shard> decay_runs, plain_runs;
+  bool runs_known = false;
 };
 
 namespace {
@@ -47,7 +53,7 @@ AdamW::AdamW(Shard shard, torch::Device device, AdamWKernel kernel)
   const auto opt = torch::TensorOptions().dtype(torch::kFloat32).device(device);
   st_->m = torch::zeros({shard.size}, opt);
   st_->v = torch::zeros({shard.size}, opt);
-  if (!kokkos_) st_->t = torch::zeros({}, opt.dtype(torch::kFloat64));
+  if (!kokkos_) st_->t = torch::zeros({}, opt);
 }
 AdamW::~AdamW() = default;
 
@@ -56,10 +62,10 @@ bool AdamW::kokkos_device_built() { return adamw_kernels::device_built(); }
 torch::Tensor AdamW::m() const { return st_->m; }
 torch::Tensor AdamW::v() const { return st_->v; }
 
-int64_t AdamW::steps() const { return kokkos_ ? steps_ : static_cast<int64_t>(st_->t.item<double>()); }
+int64_t AdamW::steps() const { return kokkos_ ? steps_ : static_cast<int64_t>(st_->t.item<float>()); }
 void AdamW::set_steps(int64_t s) {
   steps_ = s;
-  if (!kokkos_) st_->t.fill_(static_cast<double>(s));
+  if (!kokkos_) st_->t.fill_(static_cast<double>(s));  // exact below 2^24 updates
 }
 
 StepGate clip_gate(const torch::Tensor& norm, double clip) {
@@ -110,9 +116,13 @@ void AdamW::step(torch::Tensor param, const torch::Tensor& grad, const torch::Te
     const torch::Tensor apply = gate.apply.to(torch::kBool).contiguous();
     adamw_kernels::device_step(param.data_ptr<float>(), grad.data_ptr<float>(), mask.data_ptr<float>(),
                                st_->m.data_ptr<float>(), st_->v.data_ptr<float>(), shard_.size,
-                               {scale.data_ptr<float>(), apply.data_ptr<bool>(), st_->t.data_ptr<double>()},
+                               {scale.data_ptr<float>(), apply.data_ptr<bool>(), st_->t.data_ptr<float>()},
                                {h.beta1, h.beta2, float(h.eps), float(h.lr), float(h.lr * h.weight_decay)},
                                stream_of(param));
+    return;
+  }
+  if (has_fused_adamw() && fused_fits(mask)) {
+    fused_step(param, grad, gate, h);
     return;
   }
   // LibTorch's element-wise kernels: the update above, one operation at a
@@ -123,10 +133,10 @@ void AdamW::step(torch::Tensor param, const torch::Tensor& grad, const torch::Te
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(param.device());
   const torch::Tensor on = gate.apply.to(torch::kFloat64);
   torch::Tensor& t = st_->t;
-  t.add_(on);
+  t.add_(on.to(torch::kFloat32));
   // Bias corrections in double from the device's count, as the host kernel
   // does from its own (a count of 0, before any update, is taken as 1).
-  const torch::Tensor tc = t.clamp_min(1.0);
+  const torch::Tensor tc = t.to(torch::kFloat64).clamp_min(1.0);
   const torch::Tensor c1 = torch::ones_like(tc).div(1.0 - torch::pow(h.beta1, tc)).to(torch::kFloat32);
   const torch::Tensor c2 = torch::ones_like(tc).div(torch::sqrt(1.0 - torch::pow(h.beta2, tc))).to(torch::kFloat32);
   const torch::Tensor one = torch::ones({}, f32);
@@ -142,6 +152,55 @@ void AdamW::step(torch::Tensor param, const torch::Tensor& grad, const torch::Te
   v.mul_(b2).add_(g * (1.f - b2) * g);
   param.mul_(1.f - decay * mask);
   param.sub_(lr * (m * c1) / (v.sqrt() * c2 + float(h.eps)));
+}
+
+// LibTorch's fused AdamW (LibTorch 2.4+): one pass over memory per group of
+// the shard's parameters with and without weight decay. The clip scale enters
+// as the kernel's gradient divisor, the skip as its found_inf flag, and the
+// count on the device moves only when the step is applied.
+// Whether the mask's runs are few enough for the fused kernel: a model's mask
+// has a few per parameter tensor (weights decay, biases and norms do not); a
+// mask that changes every few elements would make a list of millions of
+// tiny tensors, and takes the element-wise kernels instead.
+bool AdamW::fused_fits(const torch::Tensor& mask) {
+  constexpr size_t kMaxRuns = 4096;
+  if (!st_->runs_known) {
+    const torch::Tensor mk = mask.to(torch::kCPU).contiguous();  // read once: the mask never changes
+    const float* w = mk.data_ptr<float>();
+    for (int64_t i = 0; i < shard_.size;) {
+      int64_t j = i;
+      while (j < shard_.size && (w[j] != 0.f) == (w[i] != 0.f)) ++j;
+      (w[i] != 0.f ? st_->decay_runs : st_->plain_runs).push_back({i, j - i});
+      i = j;
+      if (st_->decay_runs.size() + st_->plain_runs.size() > kMaxRuns) break;
+    }
+    st_->runs_known = true;
+  }
+  return st_->decay_runs.size() + st_->plain_runs.size() <= kMaxRuns;
+}
+
+void AdamW::fused_step(torch::Tensor& param, const torch::Tensor& grad, const StepGate& gate,
+                       const AdamWHyper& h) {
+  torch::NoGradGuard ng;
+  const torch::Tensor on = gate.apply.to(torch::kFloat32);
+  st_->t.add_(on);
+  const torch::Tensor found_inf = 1.0f - on;
+  const torch::Tensor divisor = torch::ones_like(on).div(gate.scale.to(torch::kFloat32));
+  torch::Tensor g = grad;
+  for (const bool decay : {true, false}) {
+    const std::vector<Shard>& runs = decay ? st_->decay_runs : st_->plain_runs;
+    if (runs.empty()) continue;
+    std::vector<torch::Tensor> ps, gs, ms, vs, ts;
+    for (const Shard& r : runs) {
+      ps.push_back(param.narrow(0, r.offset, r.size));
+      gs.push_back(g.narrow(0, r.offset, r.size));
+      ms.push_back(st_->m.narrow(0, r.offset, r.size));
+      vs.push_back(st_->v.narrow(0, r.offset, r.size));
+      ts.push_back(st_->t);
+    }
+    fused_adamw(ps, gs, ms, vs, ts, h.lr, h.beta1, h.beta2, decay ? h.weight_decay : 0.0, h.eps, divisor,
+                found_inf);
+  }
 }
 
 double schedule_lr(double seen, double warmup, double total, double peak, double floor) {

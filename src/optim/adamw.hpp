@@ -9,8 +9,9 @@
 //  * device memory, with a Kokkos built with CUDA: the same kernel on the
 //    device, one pass over memory for m, v and the update, on LibTorch's
 //    compute stream ("AdamW::step_device", "AdamW::grad_sq_norm_device");
-//  * device memory otherwise: LibTorch's element-wise kernels on the
-//    compute stream, the same arithmetic in the same order.
+//  * device memory otherwise: LibTorch's fused AdamW (LibTorch 2.4+: one
+//    pass over memory per group with and without weight decay), or before
+//    2.4 its element-wise kernels, the same arithmetic in the same order.
 // On a device the clip scale, the skip decision and the step count stay on
 // the device (StepGate). AdamWKernel::Tensor forces the last on the CPU
 // too, which is how the tests compare the device arithmetic with the host
@@ -72,7 +73,9 @@ class AdamW {
   /// One update gated by `gate` (see StepGate): with gate.apply false the
   /// parameters, the moments and the step count stay as they are. The
   /// device implementation decides on the device (the step count lives
-  /// there too) and never waits; the host kernel reads the gate.
+  /// there too) and never waits; the host kernel reads the gate. LibTorch's
+  /// fused kernel leaves the scaled gradient in `grad` (the caller zeroes it
+  /// after the step anyway).
   void step(torch::Tensor param, const torch::Tensor& grad, const torch::Tensor& mask, const StepGate& gate,
             const AdamWHyper& h);
 
@@ -91,6 +94,8 @@ class AdamW {
   int64_t state_bytes() const { return 2 * shard_.size * static_cast<int64_t>(sizeof(float)); }
 
  private:
+  bool fused_fits(const torch::Tensor& mask);
+  void fused_step(torch::Tensor& param, const torch::Tensor& grad, const StepGate& gate, const AdamWHyper& h);
   struct State;
   Shard shard_;
   bool kokkos_;

@@ -67,7 +67,7 @@ void device_step(float* p, const float* g, const float* mask, float* m, float* v
   Kokkos::parallel_for(
       "AdamW::step_device", Kokkos::RangePolicy<Kokkos::Cuda>(space, 0, n), KOKKOS_LAMBDA(const int64_t i) {
         if (!*dg.apply) return;
-        const double t = *dg.t + 1.0;  // this update's number
+        const double t = double(*dg.t) + 1.0;  // this update's number
         const Consts k{float(dh.beta1), float(dh.beta2), dh.eps, dh.lr, dh.decay,
                        float(1.0 / (1.0 - pow(dh.beta1, t))), float(1.0 / sqrt(1.0 - pow(dh.beta2, t)))};
         update(i, p, g, mask, m, v, *dg.scale, k);
@@ -75,7 +75,7 @@ void device_step(float* p, const float* g, const float* mask, float* m, float* v
   // The count moves after every element has read it (same stream: in order).
   Kokkos::parallel_for(
       "AdamW::count_device", Kokkos::RangePolicy<Kokkos::Cuda>(space, 0, 1),
-      KOKKOS_LAMBDA(const int64_t) { if (*dg.apply) *dg.t += 1.0; });
+      KOKKOS_LAMBDA(const int64_t) { if (*dg.apply) *dg.t += 1.0f; });
 }
 
 #else

@@ -39,7 +39,7 @@ void device_sq_norm(const float* g, int64_t n, double* out, void* stream);
 struct DeviceGate {
   const float* scale;
   const bool* apply;
-  double* t;
+  float* t;  ///< exact below 2^24 updates
 };
 /// Hyper-parameters of the device update (bias corrections come from *t).
 struct DeviceHyper {

@@ -13,6 +13,9 @@
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
 #define VITKD_TORCH_SDPA 1  // at::scaled_dot_product_attention with a scale argument (2.1+)
 #endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define VITKD_TORCH_FUSED_ADAMW 1  // at::_fused_adamw_ on CPU and CUDA, with grad_scale and found_inf (2.4+)
+#endif
 
 namespace vitkd {
 
@@ -95,6 +98,33 @@ inline torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor
   (void)scale;
   TORCH_CHECK(false, "fused attention needs LibTorch 2.1 or newer");
   return q;
+#endif
+}
+
+/// Whether this LibTorch has the fused AdamW kernel (at::_fused_adamw_).
+constexpr bool has_fused_adamw() {
+#ifdef VITKD_TORCH_FUSED_ADAMW
+  return true;
+#else
+  return false;
+#endif
+}
+
+/// One AdamW step of tensors p, g, m, v (lists of equal length; `steps`: the
+/// float32 update count of each, read for bias correction and not changed)
+/// through LibTorch's fused kernel: one pass over memory. The gradients are
+/// divided by `grad_scale` (0-dim float32); with `found_inf` (0-dim float32)
+/// equal to 1 nothing changes. Only where has_fused_adamw().
+inline void fused_adamw(at::TensorList p, at::TensorList g, at::TensorList m, at::TensorList v,
+                        at::TensorList steps, double lr, double beta1, double beta2, double weight_decay,
+                        double eps, const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
+#ifdef VITKD_TORCH_FUSED_ADAMW
+  at::_fused_adamw_(p, g, m, v, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2, weight_decay, eps,
+                    /*amsgrad=*/false, /*maximize=*/false, grad_scale, found_inf);
+#else
+  (void)p, (void)g, (void)m, (void)v, (void)steps, (void)lr, (void)beta1, (void)beta2, (void)weight_decay,
+      (void)eps, (void)grad_scale, (void)found_inf;
+  TORCH_CHECK(false, "the fused AdamW kernel needs LibTorch 2.4 or newer");
 #endif
 }
 
