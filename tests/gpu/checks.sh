@@ -377,9 +377,16 @@ check_g_throughput_teacher() {
   throughput teacher "$ROOT/inputs/fmnist-teacher.toml" "$s" --set data.augment=false -- \
     --mode teacher --dim 192 --depth 6 --heads 3 --batch-size 64 --warmup-steps 100 --threads 1
 }
+# The teacher throughput runs of this round: g_throughput_teacher passed
+# (its fragment), so RUNS/g-teacher is not left over from an earlier one.
+teacher_passed() {
+  "$PYTHON" -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["status"] != "pass")' \
+    "$OUT/checks/g_throughput_teacher.json" 2> /dev/null
+}
 check_h_phase_timing() {
-  ls "$RUNS"/g-teacher/vitkd-*/result.json > /dev/null 2>&1 ||
-    { emit skip "no teacher throughput runs (g_throughput_teacher did not run)"; return; }
+  if ! teacher_passed || ! ls "$RUNS"/g-teacher/vitkd-*/result.json > /dev/null 2>&1; then
+    emit skip "no teacher throughput runs (g_throughput_teacher did not pass)"; return
+  fi
   local rows status
   rows=$("$PYTHON" - "$RUNS"/g-teacher/vitkd-*/result.json <<'PY'
 import json, os, sys
@@ -409,8 +416,8 @@ print("pass" if ok else "fail")' "$rows")
 check_g_throughput_distill() {
   local s=300; [ "$DRY" = 1 ] && s=5
   local teacher
-  teacher=$(last_ckpt "$RUNS/g-teacher/vitkd-1")
-  [ -n "$teacher" ] || { emit skip "no teacher checkpoint (g_throughput_teacher did not run)"; return; }
+  teacher_passed && teacher=$(last_ckpt "$RUNS/g-teacher/vitkd-1")
+  [ -n "$teacher" ] || { emit skip "no teacher checkpoint (g_throughput_teacher did not pass)"; return; }
   throughput distill "$ROOT/inputs/fmnist-distill.toml" "$s" --set data.augment=false --set teacher.checkpoint="$teacher" -- \
     --mode distill --teacher "$teacher" --dim 96 --depth 4 --heads 3 --batch-size 64 \
     --warmup-steps 100 --threads 1
