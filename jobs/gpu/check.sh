@@ -56,7 +56,7 @@ for arg in "$@"; do
     --dry-run-cpu) DRY=1 ;;
     --skip-build) SKIP_BUILD=1 ;;     # reuse $BUILD_DIR as it is
     --only=*) ONLY=${arg#--only=} ;;  # comma-separated check names
-    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 2 && /^#/ {sub(/^# ?/, ""); print; next} NR > 2 {exit}' "$0"; exit 0 ;;
     *) echo "check.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
