@@ -1,54 +1,49 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2317,SC2012  # check functions run indirectly; ls on our own file names
-# The GPU check: one command on a lent GPU machine (docs/gpu-design.md,
-# "How to run the GPU check"). Run from the repository root after jobs/gpu/prepare.sh filled
-# gpu-carry/ on a Debian 12 machine:
+# shellcheck disable=SC2012  # ls on our own file names
+# The device check: one command on a lent GPU machine (docs/gpu-design.md,
+# "How to run the GPU check"). Run from the repository root after
+# jobs/gpu/prepare.sh filled gpu-carry/ on a Debian 12 machine:
 #
 #   jobs/gpu/check.sh                 # on the GPU machine; results in $OUT
-#   jobs/gpu/check.sh --dry-run-cpu   # anywhere: same set-up and build, CUDA
-#                                     # checks skipped, CPU checks with few steps
+#   jobs/gpu/check.sh --dry-run-cpu   # anywhere: the same set-up, build and
+#                                     # tests, the CPU standing in for cuda
 #
-# Steps: (1) unpack gpu-carry/debs into $VITKD_DEPS (default /tmp/vitkd-deps)
-# and set up the relocated OpenMPI, parallel HDF5, Kokkos and toml++;
-# (2) configure and build vitkd (Release, ninja) against the Python torch's
-# LibTorch, CUDA (nvcc) and the NCCL of the nvidia-nccl wheel; (3) run the
-# checks below, each in its own time limit, each writing $OUT/logs/<name>.log
-# and $OUT/checks/<name>.json; a failing check does not stop the others;
-# (4) write $OUT/summary.json (name, status pass|fail|skip, reason, numbers,
-# seconds) and print it. The whole script stays under CHECK_BUDGET_S
-# (default 470 s): a check whose time limit does not fit in the time left is
-# skipped (never started with a cut limit, which would report it failed for
-# lack of time). The dry run multiplies the limits by LIMIT_SCALE (default 4)
-# and has 3000 s. The versions of torch, CUDA, NCCL, the compiler and glibc
-# are printed first; the CUDA library folders (CUDA_HOME/lib64 and the
-# nvidia-* wheels torch brings) go on LD_LIBRARY_PATH, and any "not found"
-# in `ldd vitkd` stops the script (exit 2). mpirun runs with --bind-to none.
+# Steps: (1) print the versions of torch (its CUDA, NCCL, C++ ABI), nvcc, the
+# compiler and glibc; (2) unpack gpu-carry/debs into $VITKD_DEPS (default
+# /tmp/vitkd-deps) and set up the relocated OpenMPI, parallel HDF5, Kokkos,
+# toml++, CLI11 and nlohmann_json; (3) configure and build vitkd (Release,
+# ninja) against the Python torch's LibTorch, CUDA (nvcc) and the NCCL of
+# the nvidia-nccl wheel, with the tests on (VITKD_GPU_TESTS_ONLY: only the
+# gpu.* tests, so no GoogleTest is needed and nothing but vitkd and
+# vitkd_h5cmp is compiled); the dry run builds with CUDA and NCCL too where
+# nvcc and the wheel are there, so it compiles what the GPU run compiles;
+# (4) `ldd` of vitkd and vitkd_h5cmp: any "not found" stops the script
+# (exit 2); (5) print the checks with their time limits, then run
+# `ctest -L gpu` (tests/gpu/checks.sh holds the checks, tests/gpu/run.sh
+# runs one: skip rules, watchdog, fragment) with VITKD_GPU_OUT=$OUT,
+# VITKD_GPU_DEADLINE and, for the dry run, VITKD_GPU_DRY_RUN=1; (6) write
+# $OUT/summary.json from the fragments ($OUT/checks/<name>.json: name,
+# status pass|fail|skip, reason, numbers, seconds) and CTest's own results
+# (a test CTest stopped at its TIMEOUT, or one that ended without a
+# fragment, is a fail with that reason), print it, and exit 1 if a check
+# failed, else 0.
 #
-# Checks (a feature vitkd does not have yet is a "skip" with the reason,
-# found from `vitkd --help`, `vitkd keys` or `vitkd bench --help`):
-#   a_info          nvidia-smi, vitkd --version, the build's dependencies
-#   a_bench_gemm    vitkd bench gemm on the GPU (if bench gemm takes a device)
-#   b_bench_adamw   vitkd bench adamw --steps 20: device AdamW against the host
-#                   kernel, max_rel_diff <= 1e-6
-#   c_cuda_vs_cpu   20 fp32 steps on cuda and on cpu, same seed: model weights
-#                   within relative L2 1e-4
-#   d_nccl_vs_mpi   1 rank, dist.backend nccl against mpi, 20 fp32 steps:
-#                   bitwise or relative L2 <= 1e-5
-#   e_two_ranks     2 ranks x batch 32 (MPI backend, one shared GPU) against
-#                   1 rank x batch 64: relative L2 <= 1e-5
-#   f_resume_*      a checkpoint written on one device resumes on the other
-#                   (cuda->cpu and cpu->cuda)
-#   g_throughput_*  images/s medians of vitkd and the PyTorch baseline, runs
-#                   alternated (teacher, distill, ViT-S/16 224x224)
-#   h_phase_timing  the teacher throughput runs' phase times (CUDA events on a
-#                   GPU) add up to 0.75-1.05 of the run's time, and the
-#                   timing log's own overhead is below 1 %
+# The whole script, build included, stays under CHECK_BUDGET_S (default
+# 470 s; dry run 7200 s): a check whose time limit does not fit in the time
+# left is skipped (never started with a cut limit, which would report it
+# failed for lack of time). The limits are multiplied by LIMIT_SCALE
+# (default 1; dry run 10: two busy cores instead of a GPU). The CUDA library folders (CUDA_HOME/lib64 and the
+# nvidia-* wheels torch brings) go on LD_LIBRARY_PATH. mpirun runs with
+# --bind-to none.
 #
+# Options: --dry-run-cpu; --only=a_info,c_cuda_vs_cpu (those checks, and the
+# ones they need); --skip-build (reuse $BUILD_DIR as it is).
 # Environment: OUT (default ./gpu-out: logs, JSON), RUNS (default
 # /tmp/vitkd-gpu-runs: run folders), VITKD_DEPS, BUILD_DIR (default
-# build-gpu), JOBS (default nproc --all), CHECK_BUDGET_S, STEPS (default 20;
-# the dry run uses 6), PYTHON (default python3), VITKD_FALLBACK_ALL=1 (use
-# every carried support library, not only those the system lacks).
+# build-gpu; dry run build-gpu-dry), JOBS (default nproc --all),
+# CHECK_BUDGET_S, LIMIT_SCALE, STEPS (default 20; the dry run uses 6),
+# PYTHON (default python3), VITKD_FALLBACK_ALL=1 (use every carried support
+# library, not only those the system lacks).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$(pwd)
@@ -60,8 +55,8 @@ for arg in "$@"; do
   case "$arg" in
     --dry-run-cpu) DRY=1 ;;
     --skip-build) SKIP_BUILD=1 ;;     # reuse $BUILD_DIR as it is
-    --only=*) ONLY=${arg#--only=} ;;  # comma-separated check names (debugging)
-    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+    --only=*) ONLY=${arg#--only=} ;;  # comma-separated check names
+    -h|--help) awk 'NR > 2 && /^#/ {sub(/^# ?/, ""); print; next} NR > 2 {exit}' "$0"; exit 0 ;;
     *) echo "check.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -73,25 +68,23 @@ mkdir -p "$OUT/logs" "$OUT/checks" "$OUT/results"
 # out of $OUT, which should hold only what is worth bringing back.
 RUNS=${RUNS:-/tmp/vitkd-gpu-runs}
 mkdir -p "$RUNS"
-rm -f "$OUT/checks/"*.json "$OUT/summary.json"
+rm -f "$OUT/checks/"*.json "$OUT/summary.json" "$OUT/progress.log"
 CARRY=${CARRY:-$ROOT/gpu-carry}
 DEPS=${VITKD_DEPS:-/tmp/vitkd-deps}
-BUILD=${BUILD_DIR:-$ROOT/build-gpu}
 PYTHON=${PYTHON:-python3}
 JOBS=${JOBS:-$(nproc --all)}
 if [ "$DRY" = 1 ]; then
-  # Two busy cores instead of a GPU: fewer steps, longer limits.
-  STEPS=${STEPS:-6}; LIMIT_SCALE=${LIMIT_SCALE:-4}; CHECK_BUDGET_S=${CHECK_BUDGET_S:-3000}
+  # Two busy cores instead of a GPU: fewer steps, longer limits, a cold build.
+  STEPS=${STEPS:-6}; LIMIT_SCALE=${LIMIT_SCALE:-10}; CHECK_BUDGET_S=${CHECK_BUDGET_S:-7200}
+  BUILD=${BUILD_DIR:-$ROOT/build-gpu-dry}
 else
   STEPS=${STEPS:-20}; LIMIT_SCALE=${LIMIT_SCALE:-1}; CHECK_BUDGET_S=${CHECK_BUDGET_S:-470}
+  BUILD=${BUILD_DIR:-$ROOT/build-gpu}
 fi
-HALF=$((STEPS / 2))
 T0=$(date +%s)
 DEADLINE=$((T0 + CHECK_BUDGET_S))
-export RUNS OUT CARRY DEPS BUILD PYTHON STEPS HALF DRY ROOT T0 DEADLINE
 
 log() { printf '[gpu-check %s +%3ds] %s\n' "$(date +%H:%M:%S)" $(($(date +%s) - T0)) "$*" | tee -a "$OUT/progress.log"; }
-export -f log
 
 # ---------------------------------------------------------------------------
 # 1. System record: the versions that decide whether the build can work first
@@ -331,45 +324,54 @@ export CUDA_HOME NCCL_ROOT TORCH_LIB BIN
   echo "--- mpirun --version"; mpirun --version 2>&1 | head -2
 } > "$OUT/env.txt" 2>&1
 log "mpi: $(mpicc --showme 2>&1 | head -c 300)"
-if ! mpicc --showme:incdirs 2>/dev/null | grep -q "^$P"; then
+if ! grep -q "^$P" <<< "$(mpicc --showme:incdirs 2>/dev/null)"; then
   log "FATAL: mpicc does not point into $P (see $OUT/env.txt)"
   exit 2
 fi
 
-# h5cmp: checkpoint comparison without h5py (jobs/gpu/h5cmp.c).
-H5CMP=$DEPS/h5cmp
-# (in $DEPS: h5pcc leaves its object file in the current directory)
-if ! (cd "$DEPS" && h5pcc -O2 -o "$H5CMP" "$ROOT/jobs/gpu/h5cmp.c" -lm) > "$OUT/logs/h5cmp-build.log" 2>&1; then
-  log "WARNING: h5cmp did not build ($OUT/logs/h5cmp-build.log): checks that compare checkpoints will fail"
-fi
-export H5CMP
 
 # ---------------------------------------------------------------------------
-# 3. Configure and build
+# 3. Configure and build (vitkd and the gpu.* tests)
 # ---------------------------------------------------------------------------
+WITH_CUDA=ON
+if [ "$DRY" = 1 ] && { [ ! -x "$CUDA_HOME/bin/nvcc" ] || [ -z "$NCCL_ROOT" ] || [ -z "$TORCH_PREFIX" ]; }; then
+  WITH_CUDA=OFF
+  log "WARNING: dry run without CUDA and NCCL (nvcc at $CUDA_HOME/bin: $([ -x "$CUDA_HOME/bin/nvcc" ] && echo yes || echo no), NCCL wheel: ${NCCL_ROOT:-none}, torch CMake package: ${TORCH_PREFIX:-none}): it does not compile what the GPU run compiles"
+fi
+TORCH_DIR=""
+[ -n "$TORCH_LIB" ] && TORCH_DIR=$(dirname "$TORCH_LIB")
 CMAKE_ARGS=(
-  -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVITKD_BUILD_TESTS=OFF
-  -DCMAKE_PREFIX_PATH="${TORCH_PREFIX:+$TORCH_PREFIX;}$P/usr;$S/usr"
+  -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  -DVITKD_BUILD_TESTS=ON -DVITKD_GPU_TESTS_ONLY=ON -DVITKD_GPU_LIMIT_SCALE="$LIMIT_SCALE"
+  -DPython3_EXECUTABLE="$(command -v "$PYTHON")"
+  # The torch folder itself too: TorchConfig.cmake would otherwise take a
+  # system libtorch ahead of its own (docs/gpu.md, pitfalls).
+  -DCMAKE_PREFIX_PATH="${TORCH_PREFIX:+$TORCH_PREFIX;$TORCH_DIR;}$P/usr;$S/usr"
   -DMPI_C_COMPILER="$BIN/mpicc" -DMPI_CXX_COMPILER="$BIN/mpicxx" -DMPIEXEC_EXECUTABLE="$BIN/mpirun"
   -DHDF5_C_COMPILER_EXECUTABLE="$BIN/h5pcc" -DHDF5_NO_FIND_PACKAGE_CONFIG_FILE=ON
   -Dtomlplusplus_DIR="$PL/cmake/tomlplusplus"
+  -DCLI11_DIR="$P/usr/share/cmake/CLI11" -Dnlohmann_json_DIR="$P/usr/share/cmake/nlohmann_json"
   -DKokkos_DIR="$PL/cmake/Kokkos" -DKokkos_ROOT="$P/usr"
   -DZLIB_ROOT="$S/usr" -DPNG_ROOT="$S/usr" -DJPEG_ROOT="$S/usr"
   # Every runtime path comes from LD_LIBRARY_PATH above, none from RUNPATHs
   # (which would put the carried support libraries ahead of the system's).
   -DCMAKE_SKIP_BUILD_RPATH=ON
 )
-if [ "$DRY" = 1 ]; then
-  CMAKE_ARGS+=(-DVITKD_WITH_NCCL=OFF -DVITKD_WITH_CUDA=OFF)
-else
+command -v ccache > /dev/null && CMAKE_ARGS+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+if [ "$WITH_CUDA" = ON ]; then
+  # The architecture list spares the Torch package a GPU probe.
   export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
   CMAKE_ARGS+=(-DVITKD_WITH_CUDA=ON -DVITKD_WITH_NCCL=ON -DNCCL_ROOT="$NCCL_ROOT" -DCUDAToolkit_ROOT="$CUDA_HOME"
+               -DTORCH_CUDA_ARCH_LIST="$TORCH_CUDA_ARCH_LIST"
                -DCMAKE_CUDA_COMPILER="$CUDA_HOME/bin/nvcc" -DCMAKE_CUDA_ARCHITECTURES=90)
+else
+  CMAKE_ARGS+=(-DVITKD_WITH_NCCL=OFF -DVITKD_WITH_CUDA=OFF)
 fi
 
 BUILD_OK=0
-if [ "$SKIP_BUILD" = 1 ] && [ -x "$BUILD/vitkd" ]; then
-  log "build: skipped (--skip-build), using $BUILD/vitkd"
+TB=$(date +%s)
+if [ "$SKIP_BUILD" = 1 ] && [ -x "$BUILD/vitkd" ] && [ -f "$BUILD/CTestTestfile.cmake" ]; then
+  log "build: skipped (--skip-build), using $BUILD"
   BUILD_OK=1
 else
   log "configure: cmake ${CMAKE_ARGS[*]}"
@@ -387,121 +389,27 @@ else
     log "configure FAILED (tail of $OUT/logs/configure.log):"; tail -30 "$OUT/logs/configure.log"
   fi
 fi
-# What CMake found: the MPI, HDF5, Kokkos, toml++ it configured against.
-grep -E '^(MPI_C_COMPILER|MPI_CXX_COMPILER|MPI_C_HEADER_DIR|MPI_mpi_LIBRARY|HDF5_C_COMPILER_EXECUTABLE|HDF5_C_INCLUDE_DIR|HDF5_C_LIBRARY_hdf5|HDF5_IS_PARALLEL|VITKD_KOKKOS_INCLUDE_DIR|VITKD_KOKKOS_CORE_LIBRARY|tomlplusplus_DIR|Torch_DIR|PNG_LIBRARY_RELEASE|JPEG_LIBRARY_RELEASE|ZLIB_LIBRARY_RELEASE|VITKD_NCCL_LIBRARY|VITKD_NCCL_INCLUDE_DIR|CUDAToolkit_NVCC_EXECUTABLE)[:=]' \
+BUILD_S=$(($(date +%s) - TB))
+# What CMake found: the MPI, HDF5, Kokkos, toml++, CLI11, json, LibTorch it configured against.
+grep -E '^(MPI_C_COMPILER|MPI_CXX_COMPILER|MPI_C_HEADER_DIR|MPI_mpi_LIBRARY|MPIEXEC_EXECUTABLE|HDF5_C_COMPILER_EXECUTABLE|HDF5_C_INCLUDE_DIR|HDF5_C_LIBRARY_hdf5|HDF5_IS_PARALLEL|VITKD_KOKKOS_INCLUDE_DIR|VITKD_KOKKOS_CORE_LIBRARY|tomlplusplus_DIR|CLI11_DIR|nlohmann_json_DIR|Torch_DIR|PNG_LIBRARY_RELEASE|JPEG_LIBRARY_RELEASE|ZLIB_LIBRARY_RELEASE|VITKD_NCCL_LIBRARY|VITKD_NCCL_INCLUDE_DIR|CUDAToolkit_NVCC_EXECUTABLE|Python3_EXECUTABLE)[:=]' \
   "$BUILD/CMakeCache.txt" 2>/dev/null | sed 's/^/  found: /' | tee "$OUT/cmake-found.txt"
-grep -E 'NCCL backend|Kokkos:|Found MPI|Found HDF5|Found Torch' "$OUT/logs/configure.log" 2>/dev/null | sed 's/^/  cmake: /'
+grep -E 'LibTorch|CUDA runtime|NCCL backend|Kokkos:|Found MPI|Found HDF5|GPU checks' "$OUT/logs/configure.log" 2>/dev/null | sed 's/^/  cmake: /'
 VITKD=$BUILD/vitkd
 if [ "$BUILD_OK" = 1 ]; then
-  ldd "$VITKD" > "$OUT/ldd-vitkd.txt" 2>&1
+  : > "$OUT/ldd-vitkd.txt"
+  for b in "$VITKD" "$BUILD/tests/gpu/vitkd_h5cmp"; do
+    { echo "--- $b"; ldd "$b" 2>&1; } >> "$OUT/ldd-vitkd.txt"
+  done
   if grep -q 'not found' "$OUT/ldd-vitkd.txt"; then
     log "FATAL: unresolved libraries (LD_LIBRARY_PATH in $OUT/env.txt): $(grep 'not found' "$OUT/ldd-vitkd.txt" | tr -s ' \t' ' ' | tr '\n' ';')"
     exit 2
   fi
-  log "build: ok ($(grep -cE 'libmpi|libhdf5|kokkos|toml' "$OUT/ldd-vitkd.txt") MPI/HDF5/Kokkos/toml++ libraries; $OUT/ldd-vitkd.txt)"
+  log "build: ok in ${BUILD_S} s ($(grep -cE 'libmpi|libhdf5|kokkos|toml' "$OUT/ldd-vitkd.txt") MPI/HDF5/Kokkos/toml++ libraries, $(grep -cE 'libtorch_cuda|libc10_cuda|libcudart|libnccl' "$OUT/ldd-vitkd.txt") CUDA/NCCL libraries; $OUT/ldd-vitkd.txt)"
 fi
-export VITKD BUILD_OK
 
 # ---------------------------------------------------------------------------
-# 4. Checks
+# 4. Data, the list of checks, ctest -L gpu
 # ---------------------------------------------------------------------------
-# Inside a check: emit STATUS REASON [key=value ...] writes its fragment
-# (values that parse as JSON are kept as JSON: numbers, objects, booleans).
-emit() {
-  "$PYTHON" - "$OUT/checks/$CHECK.json" "$CHECK" "$@" <<'PY'
-import json, sys
-path, name, status, reason, *kv = sys.argv[1:]
-numbers = {}
-for item in kv:
-    k, _, v = item.partition("=")
-    try:
-        numbers[k] = json.loads(v)
-    except ValueError:
-        numbers[k] = v
-with open(path, "w") as f:
-    json.dump({"name": name, "status": status, "reason": reason, "numbers": numbers}, f)
-PY
-}
-# A vitkd command with its own log line, limited to the check's time.
-vk() { "$VITKD" "$@"; }
-# Settings that make short runs short: no start-up FLOP/s probe, no
-# evaluation, no periodic checkpoints or timing rows beyond the end.
-QUICK=(--set train.mfu_ceiling=1e12 --set train.final_eval=false --set train.eval_every_epochs=0
-       --set train.timing_every_steps=1000 --set checkpoint.resume=never)
-FP32=(--set precision.compute=fp32)
-export -f emit vk
-
-have_key() { "$VITKD" keys 2>/dev/null | awk '{print $1}' | grep -qx "$1"; }
-# --set run.device=X, or nothing for cpu when vitkd has no run.device yet.
-devset() {
-  if have_key run.device; then echo "--set run.device=$1"; elif [ "$1" = cpu ]; then echo ""; else return 1; fi
-}
-last_ckpt() { ls "$1"/checkpoint-step*.h5 2>/dev/null | sort | tail -1; }
-# train DIR DEVICE [extra args...]: 1 rank, STEPS fp32 steps from the seed
-train1() {
-  local dir=$1 dev=$2; shift 2
-  # shellcheck disable=SC2046
-  vk train "$ROOT/inputs/fmnist-teacher.toml" $(devset "$dev") "${QUICK[@]}" "${FP32[@]}" \
-    --set train.max_steps="$STEPS" --set data.path="$DATA" --set run.out_dir="$dir" "$@"
-}
-cmp_json() { "$H5CMP" "$@"; }
-
-# Stops a process and everything it started (children first), by process id:
-# through /proc's children lists, or pkill -P where those are missing.
-kill_tree() {  # signal pid
-  local sig=$1 pid=$2 c
-  # shellcheck disable=SC2013  # the children lists hold process ids separated by spaces
-  for c in $(cat /proc/"$pid"/task/*/children 2>/dev/null); do kill_tree "$sig" "$c"; done
-  [ -r /proc/"$pid"/task ] || pkill "-$sig" -P "$pid" 2>/dev/null
-  kill "-$sig" "$pid" 2>/dev/null
-}
-
-CHECK_SEQ=0
-run_check() {  # name limit_s function
-  local name=$1 limit=$(($2 * LIMIT_SCALE)) fn=$3 start now left rc
-  CHECK_SEQ=$((CHECK_SEQ + 1))
-  if [ -n "$ONLY" ] && ! grep -qw "$name" <<< "${ONLY//,/ }"; then return; fi
-  now=$(date +%s); left=$((DEADLINE - now - 5))
-  export CHECK=$name
-  if [ "$left" -lt 15 ]; then
-    emit skip "no time left in the ${CHECK_BUDGET_S} s budget"
-  elif [ "$limit" -gt "$left" ]; then
-    # Skipped, not started with a cut limit (it would fail for lack of time).
-    emit skip "its time limit of $limit s does not fit in the $left s left of the ${CHECK_BUDGET_S} s budget"
-  elif [ "$BUILD_OK" != 1 ] && [ "$name" != a_info ]; then
-    emit fail "vitkd did not build (logs/build.log, logs/configure.log)"
-  else
-    log "check $name (limit ${limit} s)"
-    start=$(date +%s)
-    ( "$fn" ) > "$OUT/logs/$name.log" 2>&1 &
-    local pid=$!
-    # The limit covers the whole check (all its runs); on expiry the check's
-    # process tree is stopped (TERM, then KILL).
-    ( sleep "$limit"; kill_tree TERM "$pid"; sleep 5; kill_tree KILL "$pid" ) &
-    local watchdog=$!
-    wait "$pid"; rc=$?
-    kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
-    if [ ! -s "$OUT/checks/$name.json" ]; then
-      if [ $(($(date +%s) - start)) -ge "$limit" ]; then
-        emit fail "time limit of $limit s reached"
-      else
-        emit fail "the check ended (exit $rc) without a result; see logs/$name.log"
-      fi
-    fi
-    "$PYTHON" - "$OUT/checks/$name.json" $(($(date +%s) - start)) "$rc" "$CHECK_SEQ" <<'PY'
-import json, sys
-p = sys.argv[1]
-d = json.load(open(p))
-d["seconds"] = int(sys.argv[2])
-d["exit"] = int(sys.argv[3])
-d["order"] = int(sys.argv[4])
-json.dump(d, open(p, "w"))
-PY
-  fi
-  log "  -> $("$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["status"], "-", d["reason"])' "$OUT/checks/$name.json")"
-}
-
-# ---- data -------------------------------------------------------------------
 DATA=$ROOT/data/fmnist.h5
 if [ "$BUILD_OK" = 1 ] && [ ! -s "$DATA" ]; then
   log "data: vitkd prepare fashion-mnist from $CARRY/fashion-mnist"
@@ -509,352 +417,104 @@ if [ "$BUILD_OK" = 1 ] && [ ! -s "$DATA" ]; then
   "$VITKD" prepare fashion-mnist --source "$CARRY/fashion-mnist" --out "$DATA" > "$OUT/logs/prepare-data.log" 2>&1 ||
     log "data: prepare FAILED (logs/prepare-data.log)"
 fi
-export DATA
 
-# ---- a: system and build record, GEMM bench -----------------------------------
-check_a_info() {
-  nvidia-smi 2>&1 | tee "$OUT/nvidia-smi.txt" || true
-  local ver gpu
-  ver=$("$VITKD" --version 2>&1 | head -1)
-  gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
-  echo "vitkd: $ver"
-  if [ "$BUILD_OK" != 1 ]; then emit fail "vitkd did not build" gpu="$gpu"; return; fi
-  local feats=()
-  have_key run.device && feats+=(run.device)
-  "$VITKD" bench --help 2>&1 | grep -q 'bench adamw' && feats+=(bench_adamw)
-  grep -q 'VITKD_HAVE_NCCL' "$BUILD/build.ninja" 2>/dev/null && feats+=(nccl)
-  emit pass "recorded" vitkd="$ver" gpu="${gpu:-none}" features="${feats[*]:-none}"
-}
+CHECKS=$(bash "$ROOT/tests/gpu/checks.sh" --list)
+selected() { [ -z "$ONLY" ] || grep -qw "$1" <<< "${ONLY//,/ }"; }
+ONLY_RE=""
+if [ -n "$ONLY" ]; then ONLY_RE="^gpu\\.(${ONLY//,/|})\$"; fi
+if [ "$DRY" = 1 ]; then
+  log "on a GPU this would run (ctest -L gpu, time limits at LIMIT_SCALE=1, budget 470 s with the build):"
+else
+  log "checks (ctest -L gpu, time limits at LIMIT_SCALE=$LIMIT_SCALE, $((DEADLINE - $(date +%s))) s of the budget left):"
+fi
+GPU_SCALE=$([ "$DRY" = 1 ] && echo 1 || echo "$LIMIT_SCALE")
+NEEDED=""   # what the selected checks need: CTest runs those too (fixtures)
+while read -r name limit needs; do selected "$name" && NEEDED="$NEEDED $needs"; done <<< "$CHECKS"
+SUM=0
+while read -r name limit needs; do
+  selected "$name" || grep -qw "$name" <<< "$NEEDED" || continue
+  log "  gpu.$name  limit $((limit * GPU_SCALE)) s${needs:+ (after gpu.$needs: it reads its runs)}"
+  SUM=$((SUM + limit * GPU_SCALE))
+done <<< "$CHECKS"
+log "  (the limits add up to $SUM s; a check starts only if its limit fits in what is left)"
 
-check_a_bench_gemm() {
-  local help args=() dev=cuda
-  [ "$DRY" = 1 ] && dev=cpu   # the dry run measures the CPU briefly
-  help=$("$VITKD" bench gemm --help 2>&1)
-  echo "$help"
-  if grep -q -- '--device' <<< "$help"; then args=(--device "$dev")
-  elif grep -q -- '--set' <<< "$help" && have_key run.device; then args=(--set run.device="$dev")
-  else emit skip "vitkd bench gemm has no device option (vitkd bench gemm --help)"; return; fi
-  [ "$DRY" = 1 ] && args+=(--millis 100)
-  if vk bench gemm "${args[@]}" --out "$OUT/bench-gemm.json"; then
-    emit pass "bench gemm on $dev ran" result="$(cat "$OUT/bench-gemm.json" 2>/dev/null || echo null)"
-  else
-    emit fail "vitkd bench gemm ${args[*]} failed"
-  fi
-}
-
-# ---- b: device AdamW against the host kernel -----------------------------------
-check_b_bench_adamw() {
-  if ! "$VITKD" bench --help 2>&1 | grep -q 'bench adamw'; then
-    emit skip "vitkd has no 'bench adamw' (vitkd bench --help)"; return
-  fi
-  # The dry run compares the device kernels run on the CPU with the host kernel.
-  local line diff args=() dev=cuda
-  [ "$DRY" = 1 ] && dev=cpu
-  local help
-  help=$("$VITKD" bench adamw --help 2>&1)
-  grep -q -- '--device' <<< "$help" && args=(--device "$dev")
-  if grep -q -- '--out' <<< "$help"; then
-    # The JSON it prints spans several lines: read the --out file instead.
-    rm -f "$OUT/bench-adamw.json"
-    vk bench adamw --steps 20 "${args[@]}" --out "$OUT/bench-adamw.json"
-    line=$("$PYTHON" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$OUT/bench-adamw.json" 2>/dev/null)
-  else
-    line=$(vk bench adamw --steps 20 "${args[@]}" | tee /dev/stderr | grep max_rel_diff | tail -1)
-  fi
-  diff=$("$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])["max_rel_diff"])' "$line" 2>/dev/null)
-  if [ -z "$diff" ]; then emit fail "vitkd bench adamw gave no max_rel_diff (logs/b_bench_adamw.log)"; return; fi
-  if "$PYTHON" -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= 1e-6 else 1)' "$diff"; then
-    emit pass "$dev: max_rel_diff $diff <= 1e-6" max_rel_diff="$diff" result="$line"
-  else
-    emit fail "$dev: max_rel_diff $diff > 1e-6" max_rel_diff="$diff" result="$line"
-  fi
-}
-
-# verdict JSON TOL WHAT: emits pass when the comparison read both files and
-# rel_l2 <= TOL (bitwise passes too), with the numbers in the reason.
-verdict() {
-  local line
-  line=$("$PYTHON" -c '
-import json, sys
-d = json.loads(sys.argv[1]); tol = float(sys.argv[2])
-ok = bool(d.get("ok")) and (d["bitwise"] or d["rel_l2"] <= tol)
-how = "bitwise equal" if d["bitwise"] else f"relative L2 {d['"'"'rel_l2'"'"']:.3g}, max |diff| {d['"'"'max_abs'"'"']:.3g}"
-if not d.get("ok"):
-    how = "the checkpoints could not be compared (missing or different datasets)"
-print(("pass" if ok else "fail") + "\t" + how + f" (tolerance: relative L2 {tol:g})")' "$1" "$2" 2>/dev/null) ||
-    line=$'fail\tno comparison (h5cmp failed or a checkpoint is missing)'
-  emit "${line%%$'\t'*}" "$3: ${line#*$'\t'}" compare="$1"
-}
-
-# ---- c: cuda against cpu ------------------------------------------------------
-check_c_cuda_vs_cpu() {
-  local r=$RUNS/c cj other=cuda
-  rm -rf "$r"
-  if [ "$DRY" = 1 ]; then
-    other=cpu   # the dry run checks the comparison with a second cpu run
-  elif ! have_key run.device; then
-    emit skip "vitkd has no run.device key yet (vitkd keys)"; return
-  fi
-  train1 "$r/cpu" cpu || { emit fail "cpu run failed"; return; }
-  train1 "$r/$other" "$other" || { emit fail "$other run failed"; return; }
-  cj=$(cmp_json "$(last_ckpt "$r/cpu")" "$(last_ckpt "$r/$other")" model optimizer)
-  echo "$cj"
-  verdict "$cj" 1e-4 "$STEPS fp32 steps, $other against cpu, model+optimizer"
-}
-
-# ---- d: NCCL against MPI at 1 rank -----------------------------------------------
-check_d_nccl_vs_mpi() {
-  [ "$DRY" = 1 ] && { emit skip "dry run on CPU (NCCL needs CUDA)"; return; }
-  have_key run.device || { emit skip "vitkd has no run.device key yet"; return; }
-  grep -q VITKD_HAVE_NCCL "$BUILD/build.ninja" || { emit skip "vitkd was built without NCCL"; return; }
-  local r=$RUNS/d cj
-  rm -rf "$r"
-  train1 "$r/mpi" cuda --set dist.backend=mpi || { emit fail "mpi backend run failed"; return; }
-  if ! train1 "$r/nccl" cuda --set dist.backend=nccl; then
-    emit fail "nccl backend run failed (see the log: a clear 'not supported' error there means the feature is missing)"; return
-  fi
-  cj=$(cmp_json "$(last_ckpt "$r/mpi")" "$(last_ckpt "$r/nccl")" model optimizer)
-  echo "$cj"
-  verdict "$cj" 1e-5 "nccl against mpi, 1 rank, $STEPS fp32 steps, model+optimizer"
-}
-
-# ---- e: 2 ranks x 32 against 1 rank x 64 -----------------------------------------
-check_e_two_ranks() {
-  local dev=cuda r=$RUNS/e cj
-  if [ "$DRY" = 1 ]; then dev=cpu
-  elif ! have_key run.device; then emit skip "vitkd has no run.device key yet"; return; fi
-  rm -rf "$r"
-  train1 "$r/one" "$dev" --set dist.backend=mpi --set data.batch_size=64 || { emit fail "1-rank run failed"; return; }
-  # shellcheck disable=SC2046
-  mpirun --bind-to none -n 2 "$VITKD" train "$ROOT/inputs/fmnist-teacher.toml" $(devset "$dev") "${QUICK[@]}" "${FP32[@]}" \
-    --set train.max_steps="$STEPS" --set data.path="$DATA" --set run.out_dir="$r/two" \
-    --set dist.backend=mpi --set data.batch_size=32 || { emit fail "2-rank run (mpirun -n 2) failed"; return; }
-  cj=$(cmp_json "$(last_ckpt "$r/one")" "$(last_ckpt "$r/two")" model optimizer)
-  echo "$cj"
-  verdict "$cj" 1e-5 "$dev, 2 ranks x 32 against 1 rank x 64, $STEPS fp32 steps, model+optimizer"
-}
-
-# ---- f: a checkpoint written on one device resumes on the other -------------------
-# Run A trains on device X with the schedule of STEPS steps and is stopped at
-# step HALF by the test-only preemption (VITKD_TEST_PREEMPT_AT_STEP: it
-# finishes the step, writes checkpoint-step<HALF>.h5 and exits with 75), so
-# that the learning-rate schedule is the one of the full run (a run that
-# simply ends at HALF and is then extended follows another cosine).
-#  1. Round trip: a copy of A's checkpoint is resumed on device Y with
-#     train.max_steps = HALF: no step is left, so Y writes the weights it
-#     loaded straight back into a checkpoint at step HALF. Those must be
-#     bitwise equal to A's (X -> file -> Y -> file loses nothing). If Y does
-#     not write a new checkpoint the round trip is reported as not measured.
-#  2. Resume: another copy is resumed on Y to STEPS steps and compared with
-#     an uninterrupted STEPS-step run on Y (report: relative L2 and max |diff|;
-#     the first HALF steps ran on X, so only rounding differences are
-#     expected; pass needs the resume to succeed and the round trip to hold).
-resume_check() {  # X Y
-  local x=$1 y=$2 r=$RUNS/f-$1-$2 a rt rs full cj_rt cj_rs rc
-  rm -rf "$r"; mkdir -p "$r/rt" "$r/resume"
-  VITKD_TEST_PREEMPT_AT_STEP=$HALF train1 "$r/a" "$x" --set checkpoint.every_steps=0
-  rc=$?
-  a=$r/a/$(printf 'checkpoint-step%08d.h5' "$HALF")
-  if [ "$rc" != 75 ] || [ ! -s "$a" ]; then emit fail "run A on $x: exit $rc, no checkpoint at step $HALF"; return; fi
-  cp "$a" "$r/rt/"; cp "$a" "$r/resume/"
-  local before
-  before=$(stat -c %Y.%s "$r/rt/$(basename "$a")")
-  train1 "$r/rt" "$y" --set checkpoint.resume=auto --set train.max_steps="$HALF" ||
-    { emit fail "round trip: resuming on $y with 0 steps left failed"; return; }
-  rt=$r/rt/$(basename "$a")
-  if [ "$(stat -c %Y.%s "$rt")" = "$before" ] && [ "$(ls "$r/rt"/checkpoint-step*.h5 | wc -l)" = 1 ] &&
-     cmp -s "$rt" "$a"; then
-    cj_rt='{"measured": false}'
-  else
-    cj_rt=$(cmp_json "$a" "$(last_ckpt "$r/rt")" model optimizer)
-  fi
-  train1 "$r/resume" "$y" --set checkpoint.resume=auto ||
-    { emit fail "resuming A's step-$HALF checkpoint on $y to step $STEPS failed" roundtrip="$cj_rt"; return; }
-  train1 "$r/full" "$y" || { emit fail "uninterrupted run on $y failed" roundtrip="$cj_rt"; return; }
-  rs=$(last_ckpt "$r/resume"); full=$(last_ckpt "$r/full")
-  cj_rs=$(cmp_json "$full" "$rs" model)
-  echo "round trip: $cj_rt"; echo "resumed vs uninterrupted: $cj_rs"
-  "$PYTHON" - "$cj_rt" "$cj_rs" "$x" "$y" "$HALF" "$STEPS" > "$r/verdict.txt" <<'PY'
-import json, sys
-rt, rs = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-x, y, half, steps = sys.argv[3:]
-if rs.get("step_b") != int(steps):
-    print(f"fail\tthe resumed run ended at step {rs.get('step_b')}, not {steps}")
-elif rt.get("measured") is False:
-    print(f"fail\tresume {x}->{y} works, but the round trip was not measured (no checkpoint rewritten at step {half})")
-elif not rt.get("bitwise"):
-    print(f"fail\tthe step-{half} weights changed on the way {x} -> {y} -> file (max |diff| {rt.get('max_abs')})")
-else:
-    print(f"pass\t{x} step-{half} checkpoint -> {y}: bitwise round trip; resumed to {steps} vs uninterrupted "
-          f"{y}: relative L2 {rs['rel_l2']:.3g}, max |diff| {rs['max_abs']:.3g}")
-PY
-  IFS=$'\t' read -r st reason < "$r/verdict.txt"
-  emit "$st" "$reason" roundtrip="$cj_rt" resumed_vs_uninterrupted="$cj_rs"
-}
-check_f_resume_cuda_cpu() {
-  if [ "$DRY" = 1 ]; then resume_check cpu cpu; return; fi
-  have_key run.device || { emit skip "vitkd has no run.device key yet"; return; }
-  resume_check cuda cpu
-}
-check_f_resume_cpu_cuda() {
-  [ "$DRY" = 1 ] && { emit skip "dry run on CPU (f_resume_cuda_cpu ran cpu -> cpu)"; return; }
-  have_key run.device || { emit skip "vitkd has no run.device key yet"; return; }
-  resume_check cpu cuda
-}
-
-# ---- g: throughput, vitkd against the PyTorch baseline, alternated ------------------
-# throughput NAME CONFIG STEPS VITKD-ARGS... -- BASELINE-ARGS...
-throughput() {
-  local name=$1 config=$2 steps=$3; shift 3
-  local vargs=() bargs=() dev=cuda
-  while [ $# -gt 0 ] && [ "$1" != -- ]; do vargs+=("$1"); shift; done
-  shift
-  bargs=("$@")
-  if [ "$DRY" = 1 ]; then dev=cpu
-  elif ! have_key run.device; then emit skip "vitkd has no run.device key yet"; return; fi
-  local have_pt=1 r=$RUNS/g-$name
-  "$PYTHON" -c 'import h5py, numpy, torch' 2>/dev/null || have_pt=0
-  rm -rf "$r"; mkdir -p "$r"
-  local i
-  for i in 1 2 3; do
-    # shellcheck disable=SC2046
-    vk train "$config" $(devset "$dev") --set train.max_steps="$steps" --set train.epochs=1000 \
-      --set train.final_eval=false --set train.eval_every_epochs=0 --set checkpoint.every_steps=0 \
-      --set checkpoint.resume=never --set train.mfu_ceiling=1e12 --set data.path="${GDATA:-$DATA}" \
-      --set run.out_dir="$r/vitkd-$i" "${vargs[@]}" || { emit fail "vitkd run $i failed"; return; }
-    if [ "$have_pt" = 1 ]; then
-      "$PYTHON" "$ROOT/benchmarks/pytorch_baseline.py" --device "$dev" --data "${GDATA:-$DATA}" \
-        --max-steps "$steps" --epochs 1000 --out "$r/pytorch-$i/result.json" "${bargs[@]}" ||
-        { emit fail "pytorch baseline run $i failed"; return; }
-    fi
-  done
-  local js
-  js=$("$PYTHON" - "$r" <<'PY'
-import glob, json, statistics, sys
-r = sys.argv[1]
-out = {}
-for who in ("vitkd", "pytorch"):
-    v = [json.load(open(f))["images_per_second"] for f in sorted(glob.glob(f"{r}/{who}-*/result.json"))]
-    if v:
-        out[who] = {"images_per_second": v, "median": statistics.median(v)}
-if "vitkd" in out and "pytorch" in out:
-    out["vitkd_over_pytorch"] = out["vitkd"]["median"] / out["pytorch"]["median"]
-print(json.dumps(out))
-PY
-)
-  echo "$js"
-  for f in "$r"/*/result.json; do
-    [ -e "$f" ] && cp "$f" "$OUT/results/$name-$(basename "$(dirname "$f")").json"
-  done
-  local msg
-  msg=$("$PYTHON" -c '
-import json, sys
-d = json.loads(sys.argv[1])
-s = f"vitkd median {d['"'"'vitkd'"'"']['"'"'median'"'"']:.0f} img/s"
-if "pytorch" in d:
-    s += f", pytorch {d['"'"'pytorch'"'"']['"'"'median'"'"']:.0f} img/s (ratio {d['"'"'vitkd_over_pytorch'"'"']:.2f})"
-print(s)' "$js")
-  [ "$have_pt" = 1 ] || msg="$msg; pytorch baseline skipped ($PYTHON lacks h5py or numpy)"
-  emit pass "$msg" throughput="$js" steps="$steps" device="$dev"
-}
-check_g_throughput_teacher() {
-  local s=300; [ "$DRY" = 1 ] && s=5
-  throughput teacher "$ROOT/inputs/fmnist-teacher.toml" "$s" --set data.augment=false -- \
-    --mode teacher --dim 192 --depth 6 --heads 3 --batch-size 64 --warmup-steps 100 --threads 1
-}
-check_h_phase_timing() {
-  ls "$RUNS"/g-teacher/vitkd-*/result.json > /dev/null 2>&1 ||
-    { emit skip "no teacher throughput runs (g_throughput_teacher did not run)"; return; }
-  local rows status
-  rows=$("$PYTHON" - "$RUNS"/g-teacher/vitkd-*/result.json <<'PY'
-import json, os, sys
-rows = []
-for f in sys.argv[1:]:
-    r = json.load(open(f))
-    phases = r["phase_seconds_rank0"]
-    # train_seconds ends before the final checkpoint is written, and these
-    # runs write no other (checkpoint.every_steps = 0, no evaluation): the
-    # checkpoint phase is outside the run time the bound divides by.
-    if isinstance(phases, dict):
-        covered = sum(v for k, v in phases.items() if k not in ("checkpoint", "eval"))
-    else:
-        covered = sum(phases[:8])  # util/timing.hpp's order: checkpoint and eval are 8 and 9
-    covered /= r["train_seconds"]
-    rows.append({"run": os.path.basename(os.path.dirname(f)), "phases_over_run": round(covered, 4),
-                 "log_overhead": r["timing_log_overhead_fraction"]})
-print(json.dumps(rows))
-PY
-) || { emit fail "could not read the runs' result.json"; return; }
-  echo "$rows"
-  status=$("$PYTHON" -c 'import json, sys
-ok = all(0.75 <= r["phases_over_run"] <= 1.05 and r["log_overhead"] < 0.01 for r in json.loads(sys.argv[1]))
-print("pass" if ok else "fail")' "$rows")
-  emit "$status" "phase times over run time within 0.75-1.05, timing-log overhead below 1 %" runs="$rows"
-}
-check_g_throughput_distill() {
-  local s=300; [ "$DRY" = 1 ] && s=5
-  local teacher
-  teacher=$(last_ckpt "$RUNS/g-teacher/vitkd-1")
-  [ -n "$teacher" ] || { emit skip "no teacher checkpoint (g_throughput_teacher did not run)"; return; }
-  throughput distill "$ROOT/inputs/fmnist-distill.toml" "$s" --set data.augment=false --set teacher.checkpoint="$teacher" -- \
-    --mode distill --teacher "$teacher" --dim 96 --depth 4 --heads 3 --batch-size 64 \
-    --warmup-steps 100 --threads 1
-}
-check_g_throughput_vits16() {
-  local s=50 n=4096 b=256; [ "$DRY" = 1 ] && { s=3; n=64; b=8; }
-  if [ "$DRY" != 1 ] && ! have_key run.device; then
-    emit skip "vitkd has no run.device key yet"; return   # before writing 600 MB of images
-  fi
-  GDATA=$RUNS/synthetic224-$n.h5   # kept between runs of check.sh
-  if [ ! -s "$GDATA" ]; then
-    vk prepare synthetic --out "$GDATA" --train "$n" --test 256 --size 224 --channels 3 --classes 100 ||
-      { emit fail "vitkd prepare synthetic failed"; return; }
-  fi
-  export GDATA
-  local m=(--set data.augment=false --set model.image_size=224 --set model.channels=3 --set model.patch=16 --set model.dim=384
-           --set model.depth=12 --set model.heads=6 --set model.classes=100 --set data.batch_size="$b"
-           --set dist.bucket_mb=25 --set optim.warmup_steps=10)
-  throughput vits16 "$ROOT/inputs/fmnist-teacher.toml" "$s" "${m[@]}" -- \
-    --mode teacher --image-size 224 --channels 3 --patch 16 --dim 384 --depth 12 --heads 6 \
-    --classes 100 --batch-size "$b" --warmup-steps 10 --threads 1
-}
-
-export -f have_key devset last_ckpt train1 cmp_json verdict resume_check throughput
-export VITKD DATA H5CMP OUT BUILD
-export QUICK_S="${QUICK[*]}"
-
-run_check a_info 30 check_a_info
-run_check a_bench_gemm 30 check_a_bench_gemm
-run_check b_bench_adamw 30 check_b_bench_adamw
-run_check c_cuda_vs_cpu 60 check_c_cuda_vs_cpu
-run_check d_nccl_vs_mpi 45 check_d_nccl_vs_mpi
-run_check e_two_ranks 60 check_e_two_ranks
-run_check f_resume_cuda_cpu 75 check_f_resume_cuda_cpu
-run_check f_resume_cpu_cuda 75 check_f_resume_cpu_cuda
-run_check g_throughput_teacher 90 check_g_throughput_teacher
-run_check h_phase_timing 15 check_h_phase_timing
-run_check g_throughput_distill 75 check_g_throughput_distill
-run_check g_throughput_vits16 120 check_g_throughput_vits16
+CTEST_LOG=$OUT/logs/ctest.log
+if [ "$BUILD_OK" = 1 ]; then
+  log "ctest -L gpu${ONLY_RE:+ -R \"$ONLY_RE\"} in $BUILD ($([ "$DRY" = 1 ] && echo "dry run: cpu for cuda, limits x $LIMIT_SCALE" || echo cuda))"
+  VITKD_GPU_OUT=$OUT VITKD_GPU_RUNS=$RUNS VITKD_GPU_DEADLINE=$DEADLINE VITKD_GPU_DRY_RUN=$DRY \
+  VITKD_GPU_STEPS=$STEPS VITKD_GPU_PYTHON=$PYTHON VITKD_GPU_DATA=$DATA \
+    ctest --test-dir "$BUILD" -L gpu ${ONLY_RE:+-R "$ONLY_RE"} --output-on-failure 2>&1 | tee "$CTEST_LOG" |
+    grep --line-buffered -E '^ *[0-9]+/[0-9]+ Test|tests passed|gpu\.[a-z0-9_]+: (pass|fail|skip):'
+else
+  : > "$CTEST_LOG"
+fi
 
 # ---------------------------------------------------------------------------
-# 5. Summary
+# 5. Summary: the fragments, CTest's results, the build
 # ---------------------------------------------------------------------------
-"$PYTHON" - "$OUT" "$T0" "$DRY" <<'PY'
-import glob, json, os, sys, time
-out, t0, dry = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
-checks = sorted((json.load(open(f)) for f in glob.glob(os.path.join(out, "checks", "*.json"))),
-                key=lambda c: (c.get("order", 999), c["name"]))
+"$PYTHON" - "$OUT" "$T0" "$DRY" "$BUILD_OK" "$BUILD_S" "$CTEST_LOG" "$ONLY" "$LIMIT_SCALE" "$CHECK_BUDGET_S" "$CHECKS" <<'PY'
+import json, os, re, sys, time
+out, t0, dry, build_ok, build_s, ctest_log, only, scale, budget, checks_list = sys.argv[1:]
+t0, dry, build_ok, build_s, scale = int(t0), dry == "1", build_ok == "1", int(build_s), int(scale)
+listed = []
+for i, line in enumerate(checks_list.strip().splitlines(), 1):
+    name, limit, *needs = line.split()
+    listed.append((i, name, int(limit), needs))
+wanted = set(only.split(",")) if only else None
+if wanted:  # and what they need (CTest runs those first)
+    wanted |= {n for _, name, _, needs in listed if name in wanted for n in needs}
+# CTest's verdict per test, from its console lines:
+#   3/12 Test  #3: gpu.b_bench_adamw ..........***Skipped   0.02 sec
+ctest = {}
+pat = re.compile(r"Test +#\d+: gpu\.(\S+) \.*\s*(?:\*+)?(Passed|Failed|Skipped|Timeout|Not Run|Exception[^0-9]*?|\w[\w ]*?)\s+([\d.]+) sec")
+for line in open(ctest_log, errors="replace"):
+    m = pat.search(line)
+    if m:
+        ctest[m.group(1)] = {"result": m.group(2).strip(), "seconds": float(m.group(3))}
+checks = []
+for order, name, limit, needs in listed:
+    if wanted and name not in wanted:
+        continue
+    path = os.path.join(out, "checks", name + ".json")
+    c = ctest.get(name)
+    frag = json.load(open(path)) if os.path.isfile(path) else None
+    if not build_ok:
+        frag = {"name": name, "status": "fail", "reason": "vitkd did not build (logs/configure.log, logs/build.log)", "numbers": {}}
+    elif c is None:
+        frag = {"name": name, "status": "fail", "reason": "CTest did not run it (logs/ctest.log)", "numbers": {}}
+    elif c["result"] == "Timeout":
+        frag = dict(frag or {"name": name, "numbers": {}}, status="fail",
+                    reason=f"CTest stopped it at its TIMEOUT after {c['seconds']:.0f} s" +
+                           (f" (the check had said: {frag['status']}, {frag['reason']})" if frag else ""))
+    elif c["result"] == "Not Run":
+        frag = {"name": name, "status": "skip", "numbers": {},
+                "reason": "not run: it needs " + ", ".join("gpu." + n for n in needs) + ", which did not pass"}
+    elif frag is None:
+        frag = {"name": name, "status": "fail", "numbers": {},
+                "reason": f"it ended without a fragment (CTest: {c['result']}; logs/ctest.log)"}
+    elif {"Passed": "pass", "Skipped": "skip"}.get(c["result"], "fail") != frag["status"]:
+        frag = dict(frag, status="fail", reason=f"CTest says {c['result']}, the fragment {frag['status']}: {frag['reason']}")
+    frag.setdefault("seconds", int(c["seconds"]) if c else 0)
+    frag["order"] = order
+    frag["ctest"] = c["result"] if c else None
+    checks.append(frag)
 summary = {
     "mode": "dry-run-cpu" if dry else "gpu",
     "seconds": int(time.time()) - t0,
+    "build_seconds": build_s,
+    "budget_seconds": int(budget),
+    "limit_scale": scale,
     "counts": {s: sum(c["status"] == s for c in checks) for s in ("pass", "fail", "skip")},
     "checks": checks,
 }
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
-print(f"\n=== vitkd GPU check ({summary['mode']}): {summary['counts']} in {summary['seconds']} s ===")
+print(f"\n=== vitkd GPU check ({summary['mode']}): {summary['counts']} in {summary['seconds']} s "
+      f"(build {build_s} s) ===")
 for c in checks:
     print(f"{c['status']:>4}  {c['name']:<22} {c.get('seconds', 0):>4} s  {c['reason']}")
 print(f"summary: {os.path.join(out, 'summary.json')}; logs: {os.path.join(out, 'logs')}")
+sys.exit(1 if summary["counts"]["fail"] else 0)
 PY
+rc=$?
 cp -f "$BUILD/CMakeCache.txt" "$OUT/logs/" 2>/dev/null
-exit 0
+exit $rc

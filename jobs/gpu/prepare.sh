@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fills gpu-carry/ (git-ignored) with what the GPU machine lacks to build and
 # run vitkd: Debian 12 .deb files of OpenMPI, parallel HDF5, toml++, Kokkos,
-# the image libraries, and their runtime dependencies, plus the Fashion-MNIST
-# source files. Nothing is installed here; jobs/gpu/check.sh unpacks the .deb
-# files on the GPU machine (dpkg -x) into a private prefix.
+# CLI11 and nlohmann_json (header-only), the image libraries, and their
+# runtime dependencies, plus the Fashion-MNIST source files. Nothing is
+# installed here; jobs/gpu/check.sh unpacks the .deb files on the GPU machine
+# (dpkg -x) into a private prefix.
 #
 # Runs on Debian 12 as root (apt-get download needs no root, apt-get update
 # does). Idempotent: .deb files already present at the candidate version are
@@ -13,8 +14,8 @@
 #
 # Two roles (column 1 of gpu-carry/manifest.tsv):
 #   primary  always used from the unpacked prefix: the libraries vitkd is
-#            configured against (MPI, HDF5, Kokkos, toml++) and OpenMPI's own
-#            PMIx;
+#            configured against (MPI, HDF5, Kokkos, toml++, CLI11,
+#            nlohmann_json) and OpenMPI's own PMIx;
 #   support  runtime libraries of those, and the PNG/JPEG/zlib development
 #            files; on the GPU machine each shared library is used only where
 #            the system has no library of that soname (check.sh links them
@@ -22,7 +23,9 @@
 # Left out on purpose: libsasl2-modules-db and libdb5.3 (SASL plugins that
 # libldap loads only to authenticate); the MPI network transports vitkd does not need on one
 # node (UCX, libfabric, PSM, verbs; check.sh selects ob1/vader/self), the
-# Fortran and C++ HDF5 bindings, trilinos-dev (the rest of Trilinos), the
+# Fortran and C++ HDF5 bindings, trilinos-dev (the rest of Trilinos),
+# GoogleTest (check.sh configures with VITKD_GPU_TESTS_ONLY=ON: only the gpu
+# tests, which are shell scripts, so no unit-test binary is built there), the
 # compilers, documentation, and base packages (libc6, libgcc-s1, libstdc++6)
 # that every system that runs PyTorch already has.
 set -euo pipefail
@@ -37,6 +40,7 @@ PRIMARY=(
   libhdf5-openmpi-dev libhdf5-openmpi-103-1
   libtomlplusplus-dev libtomlplusplus3
   libtrilinos-kokkos-dev libtrilinos-kokkos-13.2
+  libcli11-dev nlohmann-json3-dev   # header-only, with their CMake packages
 )
 SUPPORT=(
   # OpenMPI's runtime (libopen-pal, mpirun, the shared-memory transport)

@@ -1,7 +1,8 @@
-/* h5cmp: compares the float32 datasets of two vitkd checkpoints, for
- * jobs/gpu/check.sh on machines whose Python has no h5py or numpy (the same
- * numbers as tests/tools/compare_checkpoints.py --rel-l2 --json, without
- * Python). Built by check.sh with the unpacked h5pcc.
+/* h5cmp: compares the float32 datasets of two vitkd checkpoints, for the
+ * GPU checks (tests/gpu/checks.sh) on machines whose Python has no h5py or
+ * numpy (the same numbers as tests/tools/compare_checkpoints.py --rel-l2
+ * --json, without Python). Built by CMake with the tests (target
+ * vitkd_h5cmp, against the HDF5 vitkd uses).
  *
  *   h5cmp A.h5 B.h5 [GROUP ...]      (default groups: model)
  *
