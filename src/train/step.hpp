@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "comm/device.hpp"
