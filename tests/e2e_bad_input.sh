@@ -192,6 +192,14 @@ case_unwritable_out_dir_is_refused() {
 case_world_size_other_than_slurm_ntasks_is_refused() {
   # The launcher's world size differs from Slurm's task count.
   refused "but SLURM_NTASKS=3" SLURM_NTASKS=3
+  # An MPI without Slurm's PMI: every task a one-rank world. Task 0 says so
+  # in one line; the others leave with the same code and print nothing.
+  LOG=task0.log expect_error 2 "MPI world size is 1 but SLURM_NTASKS=2" \
+    env SLURM_NTASKS=2 SLURM_PROCID=0 "$VITKD" train "$SRC/inputs/smoke.toml" --set run.out_dir="$WORK/t0"
+  [ "$(grep -c 'vitkd: error' task0.log)" = 1 ] || { cat task0.log; fail "task 0: not one error line"; }
+  LOG=task1.log expect 2 env SLURM_NTASKS=2 SLURM_PROCID=1 "$VITKD" train "$SRC/inputs/smoke.toml" \
+    --set run.out_dir="$WORK/t1"
+  [ ! -s task1.log ] || { cat task1.log; fail "task 1 of a one-rank world printed something"; }
 }
 case_nccl_without_gpu_is_refused() {
   # NCCL requested on a machine without a GPU (or a build without NCCL): one clear line.

@@ -13,12 +13,21 @@ namespace vitkd {
 namespace {
 World g_world;
 
-void check_launcher_size(const char* var, int size) {
+// `var` is the launcher's task count, `rank_var` this process's task number.
+void check_launcher_size(const char* var, const char* rank_var, int size) {
   const char* v = std::getenv(var);
   if (!v || !*v) return;
   char* end = nullptr;
   long n = std::strtol(v, &end, 10);
   if (end == v || n == size) return;
+  // An MPI without the launcher's PMI starts every task as a one-rank world
+  // of its own: each would print the line below. Only the launcher's task 0
+  // does; the others leave with the same exit code, silently.
+  const char* r = std::getenv(rank_var);
+  if (size == 1 && r && *r && std::strtol(r, nullptr, 10) != 0) {
+    MPI_Finalize();
+    std::exit(kExitUser);
+  }
   throw UserError(std::string("MPI world size is ") + std::to_string(size) + " but " + var + "=" +
                   v + "; launch with as many MPI ranks as the job's tasks (e.g. srun without -n, "
                   "or mpirun -n " + v + ")");
@@ -46,8 +55,8 @@ World init_world(int* argc, char*** argv) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   g_world.host = host;
-  check_launcher_size("SLURM_NTASKS", g_world.size);
-  check_launcher_size("OMPI_COMM_WORLD_SIZE", g_world.size);
+  check_launcher_size("SLURM_NTASKS", "SLURM_PROCID", g_world.size);
+  check_launcher_size("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", g_world.size);
   return g_world;
 }
 
