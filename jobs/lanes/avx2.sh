@@ -26,7 +26,8 @@ for restriction in avx2 avx512-core; do
   export ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=$isa DNNL_MAX_CPU_ISA=$isa
   echo "lane avx2 ($restriction): ATEN_CPU_CAPABILITY=$ATEN_CPU_CAPABILITY ONEDNN_MAX_CPU_ISA=$isa"
   # The restriction must reach LibTorch: "auto" then chooses fp32.
-  pick=$(build/vitkd bench gemm --millis 20 | tee /dev/stderr | grep 'precision.compute = "auto" chooses')
+  # (tee -a: a plain `tee /dev/stderr` reopens a log file that stderr is with O_TRUNC, erasing it)
+  pick=$(build/vitkd bench gemm --millis 20 | tee -a /dev/stderr | grep 'precision.compute = "auto" chooses')
   [[ $pick == *"chooses fp32"* ]] || { echo "lane avx2: the restriction did not take: $pick" >&2; exit 1; }
   export VITKD_EXPECT_COMPUTE=fp32
   ctest --test-dir build --output-on-failure -j "$(nproc --all)" --timeout 600 -L unit

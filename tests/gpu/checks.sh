@@ -168,7 +168,7 @@ check_b_bench_adamw() {
     vk bench adamw --steps 20 "${args[@]}" --out "$OUT/bench-adamw.json"
     line=$("$PYTHON" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$OUT/bench-adamw.json" 2>/dev/null)
   else
-    line=$(vk bench adamw --steps 20 "${args[@]}" | tee /dev/stderr | grep max_rel_diff | tail -1)
+    line=$(vk bench adamw --steps 20 "${args[@]}" | tee -a /dev/stderr | grep max_rel_diff | tail -1)
   fi
   diff=$("$PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])["max_rel_diff"])' "$line" 2>/dev/null)
   if [ -z "$diff" ]; then emit fail "vitkd bench adamw gave no max_rel_diff (see the check's log)"; return; fi
@@ -408,10 +408,14 @@ print(json.dumps(rows))
 PY
 ) || { emit fail "could not read the runs' result.json"; return; }
   echo "$rows"
+  # The timing log's fixed costs (opening, the final flush) are a larger
+  # share of the dry run's 5 CPU steps than of a GPU run's 300: 5 % there.
+  local bound=0.01
+  [ "$DRY" = 1 ] && bound=0.05
   status=$("$PYTHON" -c 'import json, sys
-ok = all(0.75 <= r["phases_over_run"] <= 1.05 and r["log_overhead"] < 0.01 for r in json.loads(sys.argv[1]))
-print("pass" if ok else "fail")' "$rows")
-  emit "$status" "phase times over run time within 0.75-1.05, timing-log overhead below 1 %" runs="$rows"
+ok = all(0.75 <= r["phases_over_run"] <= 1.05 and r["log_overhead"] < float(sys.argv[2]) for r in json.loads(sys.argv[1]))
+print("pass" if ok else "fail")' "$rows" "$bound")
+  emit "$status" "phase times over run time within 0.75-1.05, timing-log overhead below $("$PYTHON" -c 'import sys; print(f"{100 * float(sys.argv[1]):g}")' "$bound") %" runs="$rows"
 }
 check_g_throughput_distill() {
   local s=300; [ "$DRY" = 1 ] && s=5

@@ -169,16 +169,25 @@ setsid bash -c '. "$1" && "check_$2"' check "$HERE/checks.sh" "$NAME" > "$LOG" 2
 pid=$!
 # Once the watchdog has begun (its mark file), it is left to finish: the
 # check's bash ends at the TERM, its children may not.
-STOPPING=$WORK/.$NAME.stopping
-rm -f "$STOPPING"
-( sleep "$LIMIT"; : > "$STOPPING"; stop_tree "$pid" ) > /dev/null 2>&1 &
+# A check that ended first leaves its done mark before the watchdog is
+# stopped, so that a watchdog woken by the end of its sleep stands down
+# instead of reporting a time-out.
+STOPPING=$WORK/.$NAME.stopping DONE=$WORK/.$NAME.done
+rm -f "$STOPPING" "$DONE"
+( sleep "$LIMIT"; [ -e "$DONE" ] && exit 0; : > "$STOPPING"; stop_tree "$pid" ) > /dev/null 2>&1 &
 watchdog=$!
-kill_watchdog() { local p; for p in $(descendants "$watchdog") "$watchdog"; do kill -TERM "$p" 2>/dev/null; done; }
+kill_watchdog() {
+  local p below
+  below=$(descendants "$watchdog")
+  for p in "$watchdog" $below; do kill -TERM "$p" 2>/dev/null; done
+}
 # CTest's own timeout (or ^C) ends the check's tree too.
 trap '[ -e "$STOPPING" ] || kill_watchdog; stop_tree "$pid"; exit 1' TERM INT
 wait "$pid"; rc=$?
+: > "$DONE"
 [ -e "$STOPPING" ] || kill_watchdog
 wait "$watchdog" 2>/dev/null
+rm -f "$DONE"
 trap - TERM INT
 cat "$LOG"
 if [ -e "$STOPPING" ]; then
