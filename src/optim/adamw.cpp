@@ -28,9 +28,8 @@ namespace {
 
 /// The host kernel's constants for step `t` (1-based).
 adamw_kernels::Consts consts(const AdamWHyper& h, int64_t t) {
-  return {float(h.beta1), float(h.beta2), float(h.eps), float(h.lr), float(h.lr * h.weight_decay),
-          float(1.0 / (1.0 - std::pow(h.beta1, double(t)))),
-          float(1.0 / std::sqrt(1.0 - std::pow(h.beta2, double(t))))};
+  return adamw_kernels::consts_of_update(h.beta1, h.beta2, float(h.eps), float(h.lr), float(h.lr * h.weight_decay),
+                                         double(t));
 }
 
 #ifdef VITKD_TORCH_CUDA
@@ -72,8 +71,12 @@ StepGate clip_gate(const torch::Tensor& norm, double clip) {
   torch::NoGradGuard ng;
   StepGate g;
   g.apply = torch::isfinite(norm);
-  g.scale = clip > 0 ? torch::where(norm > clip, torch::full_like(norm, clip).div(norm + 1e-6), torch::ones_like(norm)).to(torch::kFloat32)
-                     : torch::ones({}, norm.options().dtype(torch::kFloat32));
+  if (clip > 0) {
+    const torch::Tensor clipped = torch::full_like(norm, clip).div(norm + 1e-6);
+    g.scale = torch::where(norm > clip, clipped, torch::ones_like(norm)).to(torch::kFloat32);
+  } else {
+    g.scale = torch::ones({}, norm.options().dtype(torch::kFloat32));
+  }
   return g;
 }
 

@@ -68,8 +68,7 @@ void device_step(float* p, const float* g, const float* mask, float* m, float* v
       "AdamW::step_device", Kokkos::RangePolicy<Kokkos::Cuda>(space, 0, n), KOKKOS_LAMBDA(const int64_t i) {
         if (!*dg.apply) return;
         const double t = double(*dg.t) + 1.0;  // this update's number
-        const Consts k{float(dh.beta1), float(dh.beta2), dh.eps, dh.lr, dh.decay,
-                       float(1.0 / (1.0 - pow(dh.beta1, t))), float(1.0 / sqrt(1.0 - pow(dh.beta2, t)))};
+        const Consts k = consts_of_update(dh.beta1, dh.beta2, dh.eps, dh.lr, dh.decay, t);
         update(i, p, g, mask, m, v, *dg.scale, k);
       });
   // The count moves after every element has read it (same stream: in order).

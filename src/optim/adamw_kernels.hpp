@@ -8,7 +8,16 @@
 // Kokkos's device compiler (kokkos_compilation) while the rest of vitkd stays
 // with the host compiler. optim/adamw.hpp chooses between these kernels and
 // LibTorch's element-wise ones.
+#include <math.h>
+
 #include <cstdint>
+
+// Host and device code where the device compiler reads this header.
+#if defined(__CUDACC__)
+#define VITKD_HOST_DEVICE __host__ __device__
+#else
+#define VITKD_HOST_DEVICE
+#endif
 
 namespace vitkd::adamw_kernels {
 
@@ -17,6 +26,15 @@ namespace vitkd::adamw_kernels {
 struct Consts {
   float b1, b2, eps, lr, decay, c1, c2;
 };
+
+/// The constants of update number `t` (1-based), bias corrections in double:
+/// the one formula of the host and device kernels (LibTorch's element-wise
+/// path in optim/adamw.cpp computes the same on tensors).
+VITKD_HOST_DEVICE inline Consts consts_of_update(double beta1, double beta2, float eps, float lr, float decay,
+                                                 double t) {
+  return {float(beta1), float(beta2), eps, lr, decay, float(1.0 / (1.0 - ::pow(beta1, t))),
+          float(1.0 / ::sqrt(1.0 - ::pow(beta2, t)))};
+}
 
 /// Host memory (Kokkos::DefaultHostExecutionSpace): the sum of g[i]^2 over
 /// i < n, accumulated in double.
