@@ -180,22 +180,12 @@ class NcclCommunicator final : public Communicator {
   }
 
   bool allreduce_mean_on_device(float* buf, int64_t count) override {
-    if (count < 0) internal_error("negative count in allreduce_mean_on_device");
-    if (count == 0) return true;
-    order_after_compute();
-    VK_CHECK(NCCL, ncclAllReduce(buf, buf, static_cast<size_t>(count), ncclFloat32, ncclAvg, comm_, stream_));
-    VK_CHECK(CUDA, cudaEventRecord(gathered_, stream_));
-    VK_CHECK(CUDA, cudaStreamWaitEvent(compute_stream(), gathered_, 0));  // the optimizer waits on the device
+    allreduce_in_place(buf, count, ncclFloat32, ncclAvg, "allreduce_mean_on_device");
     bytes_sent_ += count * static_cast<int64_t>(sizeof(float));
     return true;
   }
   bool allreduce_sum_on_device(double* buf, int64_t count) override {
-    if (count < 0) internal_error("negative count in allreduce_sum_on_device");
-    if (count == 0) return true;
-    order_after_compute();
-    VK_CHECK(NCCL, ncclAllReduce(buf, buf, static_cast<size_t>(count), ncclFloat64, ncclSum, comm_, stream_));
-    VK_CHECK(CUDA, cudaEventRecord(gathered_, stream_));
-    VK_CHECK(CUDA, cudaStreamWaitEvent(compute_stream(), gathered_, 0));
+    allreduce_in_place(buf, count, ncclFloat64, ncclSum, "allreduce_sum_on_device");
     return true;
   }
   void all_gather(float* buf, int64_t count) override {
@@ -212,6 +202,17 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // In place on the collective stream, ordered after the compute stream's
+  // work; the compute stream waits for it on the device (the optimizer reads it).
+  void allreduce_in_place(void* buf, int64_t count, ncclDataType_t type, ncclRedOp_t op, const char* who) {
+    if (count < 0) internal_error(std::string("negative count in ") + who);
+    if (count == 0) return;
+    order_after_compute();
+    VK_CHECK(NCCL, ncclAllReduce(buf, buf, static_cast<size_t>(count), type, op, comm_, stream_));
+    VK_CHECK(CUDA, cudaEventRecord(gathered_, stream_));
+    VK_CHECK(CUDA, cudaStreamWaitEvent(compute_stream(), gathered_, 0));
+  }
+
   struct Slot {
     cudaEvent_t done = nullptr;
     bool busy = false, bf16 = false;
