@@ -163,6 +163,10 @@ assert kd["teacher_forwards"] == kd["samples_trained"] and alone["teacher_forwar
 assert kl_kd < 0.5 * kl_alone, "distillation did not bring the student closer to the teacher: " + msg
 assert kt_kd < 0.5 * kt_alone, "distillation did not bring the student closer to the teacher at tau: " + msg
 assert a_kd >= a_alone, "distillation lowered the agreement with the teacher: " + msg
+# The teacher's own top-1, measured by both runs, is the teacher's final evaluation.
+t = json.load(open(f"{setup}/teacher/result.json"))
+assert kd["teacher_test_top1"] == alone["teacher_test_top1"] == t["test_top1"], \
+    (kd["teacher_test_top1"], alone["teacher_test_top1"], t["test_top1"])
 print("OK: " + msg)
 PY
 }
@@ -227,12 +231,20 @@ PY
               "top-4 of 4 classes at tau" "teacher identity: ViT(" "4608 views,"; do
     grep -qF "$want" inspect.log || { cat inspect.log; fail "inspect: no '$want'"; }
   done
-  "$PYTHON" - <<'PY'
-import re, h5py
+  "$PYTHON" - "$SETUP" <<'PY'
+import json, re, sys, h5py
 with h5py.File("views.h5", "r") as f:
     want = float(f["targets/prob"][:1536, 0].mean())
+    cached_top1 = float(f.attrs["teacher_test_top1"])
 got = float(re.search(r"mean top-1 teacher probability ([0-9.]+)", open("inspect.log").read()).group(1))
 assert abs(got - want) < 1e-4, (got, want)
+# The teacher's test top-1 that the cache records (and the log and inspect
+# print) is the teacher's own final evaluation.
+teacher_top1 = json.load(open(f"{sys.argv[1]}/teacher/result.json"))["test_top1"]
+assert cached_top1 == teacher_top1, (cached_top1, teacher_top1)
+for log, pattern in (("write.log", r"the teacher's test top-1 ([0-9.]+)"), ("inspect.log", r"teacher's test top-1: ([0-9.]+)")):
+    shown = float(re.search(pattern, open(log).read()).group(1))
+    assert abs(shown - teacher_top1) < 1e-4, (log, shown, teacher_top1)
 PY
   # The live teacher on the same augmented views (run.seed = the cache's seed, 7)
   # and the cache replayed: the same training, bit for bit; no teacher pass.

@@ -13,9 +13,11 @@
 #include "comm/world.hpp"
 #include "config/config.hpp"
 #include "data/dataset.hpp"
+#include "data/loader.hpp"
 #include "distill/teacher.hpp"
 #include "distill/view_cache.hpp"
 #include "model/precision.hpp"
+#include "train/evaluate.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
 #include "util/kokkos_session.hpp"
@@ -61,7 +63,7 @@ int teacher_cache_main(const std::vector<std::string>& args) {
   }
   const std::string file = cfg.distill_teacher_cache_file.empty() ? cfg.run_out_dir + "/teacher_views.h5"
                                                                   : cfg.distill_teacher_cache_file;
-  const ViewCacheKey key = view_cache_key(meta, *teacher, aug, cfg.distill_temperature);
+  ViewCacheKey key = view_cache_key(meta, *teacher, aug, cfg.distill_temperature);
   if (world().root()) make_dirs(parent_dir(file));
   barrier();
   log0("teacher-cache: %s on %d rank(s), %lld thread(s) per rank, compute %s (%s); teacher: %s\n",
@@ -71,6 +73,19 @@ int teacher_cache_main(const std::vector<std::string>& args) {
        "temperature %g -> %s\n", (long long)(aug.enabled ? epochs : 1), (long long)meta.train_size,
        aug.enabled ? "augmented" : "unaugmented: one epoch serves all", (long long)cfg.run_seed, (long long)k,
        (long long)meta.num_classes, cfg.distill_temperature, file.c_str());
+  // The teacher's own accuracy first (a few seconds): what the students will learn from.
+  {
+    LoaderOptions to;
+    to.split = "test";
+    to.shuffle = false;
+    to.batch_size = std::max<int64_t>(cfg.data_batch_size, 256);
+    to.rank = world().rank;
+    to.world = world().size;
+    Loader test(meta, to);
+    key.teacher_test_top1 = teacher_top1(*teacher, test, meta, torch::kCPU);
+  }
+  log0("teacher-cache: the teacher's test top-1 %.4f (%lld test samples)\n", key.teacher_test_top1,
+       (long long)meta.test_size);
   const ViewCacheWritten w =
       write_view_cache(file, key, *teacher, meta, aug, epochs, k, std::max<int64_t>(1, cfg.data_batch_size));
   log0("teacher-cache: wrote %s: %lld views, %.1f MB (%.1f bytes per view), %lld teacher forward passes, "

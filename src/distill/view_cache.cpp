@@ -88,6 +88,10 @@ std::string summarize_view_cache(const std::string& path) {
          (h5_attr_exists(f, "teacher_id") ? h5_attr_string(f, "teacher_id")
                                           : std::string("not recorded (written before 0.4.1): matched by description")) +
          "\n";
+  if (h5_attr_exists(f, "teacher_test_top1")) {
+    std::snprintf(b, sizeof b, "  teacher's test top-1: %.4f\n", h5_attr_double(f, "teacher_test_top1"));
+    out += b;
+  }
   const int64_t bytes = file_size(path);
   std::snprintf(b, sizeof b, "  %lld views, %.1f MB (%.1f bytes per view)\n", (long long)(E * n), bytes / 1e6,
                 E * n > 0 ? double(bytes) / double(E * n) : 0.0);
@@ -288,6 +292,7 @@ ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& k
   h5_attr_write(f, "dataset", key.dataset);
   h5_attr_write(f, "teacher", key.teacher);
   h5_attr_write(f, "teacher_id", key.teacher_id);
+  if (key.teacher_test_top1 >= 0) h5_attr_write(f, "teacher_test_top1", key.teacher_test_top1);
   const int64_t rows = E * n;
   H5Obj d_crop = h5_create_dataset_chunked(f, "/views/crop", H5T_NATIVE_INT16, {rows, 4}, kChunkRows);
   H5Obj d_flip = h5_create_dataset_chunked(f, "/views/flip", H5T_NATIVE_UINT8, {rows}, kChunkRows);

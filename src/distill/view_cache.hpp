@@ -26,7 +26,8 @@
 //   attributes: format, format_version, epochs, train_size, top_k, classes,
 //     seed, augment (0/1), crop_pad, flip, temperature, height, width,
 //     channels, mean, std, dataset (path), teacher (Teacher::describe()),
-//     teacher_id (Teacher::identity(); written since 0.4.1, compared when present).
+//     teacher_id (Teacher::identity(); written since 0.4.1, compared when present),
+//     teacher_test_top1 (the teacher's own test top-1; written since 0.4.2, for information).
 #include <torch/types.h>
 
 #include <cstdint>
@@ -53,6 +54,7 @@ struct ViewCacheKey {
   int64_t crop_pad = 0;
   bool flip = false;
   double temperature = 1;  ///< tau of the stored soft targets
+  double teacher_test_top1 = -1;  ///< the teacher's own test top-1 (for information; not compared; -1 unknown)
 };
 
 ViewCacheKey view_cache_key(const DatasetMeta& meta, const Teacher& teacher, const AugmentSpec& aug,

@@ -6,25 +6,36 @@
 #include "util/torch_compat.hpp"
 
 namespace vitkd {
+namespace {
+
+/// Calls fn(x, labels) for every non-empty batch of this rank's share of the
+/// test split: x normalized and unaugmented, both on `dev`.
+template <class Fn>
+void for_each_test_batch(Loader& test, const DatasetMeta& meta, const torch::Device& dev, Fn&& fn) {
+  test.begin_epoch(0);
+  const AugmentSpec none;
+  while (auto b = test.next()) {
+    if (b->size() == 0) continue;
+    fn(batch_input(*b, meta, none).to(dev), batch_labels(*b).to(dev));
+  }
+}
+
+}  // namespace
 
 double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, bool bf16) {
   torch::NoGradGuard ng;
   model->eval();
-  test.begin_epoch(0);
   int64_t correct = 0, total = 0;
-  AugmentSpec none;
   const torch::Device dev = model->parameters().front().device();
-  while (auto b = test.next()) {
-    if (b->size() == 0) continue;
-    auto x = batch_input(*b, meta, none).to(dev);
+  for_each_test_batch(test, meta, dev, [&](const torch::Tensor& x, const torch::Tensor& y) {
     torch::Tensor pred;
     {
       AutocastBf16 ac(bf16, dev.type());
       pred = model->forward(x).prediction().argmax(-1);
     }
-    correct += pred.eq(batch_labels(*b).to(dev)).sum().item<int64_t>();
-    total += b->size();
-  }
+    correct += pred.eq(y).sum().item<int64_t>();
+    total += y.size(0);
+  });
   model->train();
   correct = allreduce_sum(correct);
   total = allreduce_sum(total);
@@ -35,13 +46,9 @@ TeacherAgreement teacher_agreement(ViT& model, Teacher& teacher, Loader& test, c
                                    bool bf16, double tau) {
   torch::NoGradGuard ng;
   model->eval();
-  test.begin_epoch(0);
-  double sums[4] = {0, 0, 0, 0};  // agreeing samples, KL sum, samples, KL sum at tau
-  AugmentSpec none;
+  double sums[5] = {0, 0, 0, 0, 0};  // agreeing samples, KL sum, samples, KL sum at tau, teacher correct
   const torch::Device dev = model->parameters().front().device();
-  while (auto b = test.next()) {
-    if (b->size() == 0) continue;
-    auto x = batch_input(*b, meta, none).to(dev);
+  for_each_test_batch(test, meta, dev, [&](const torch::Tensor& x, const torch::Tensor& y) {
     torch::Tensor s;
     {
       AutocastBf16 ac(bf16, dev.type());
@@ -50,18 +57,31 @@ TeacherAgreement teacher_agreement(ViT& model, Teacher& teacher, Loader& test, c
     const torch::Tensor t = teacher.logits(x).to(torch::kFloat32);
     sums[0] += double(s.argmax(-1).eq(t.argmax(-1)).sum().item<int64_t>());
     sums[1] += kl_per_sample(s, t, 1.0).sum().item<double>();
-    sums[2] += double(b->size());
+    sums[2] += double(y.size(0));
     sums[3] += kl_per_sample(s, t, tau).sum().item<double>();
-  }
+    sums[4] += double(t.argmax(-1).eq(y).sum().item<int64_t>());
+  });
   model->train();
-  allreduce_sum_inplace(sums, 4);
+  allreduce_sum_inplace(sums, 5);
   TeacherAgreement a;
   if (sums[2] > 0) {
     a.agreement = sums[0] / sums[2];
     a.kl = sums[1] / sums[2];
     a.kl_tau = sums[3] / sums[2];
+    a.teacher_top1 = sums[4] / sums[2];
   }
   return a;
+}
+
+double teacher_top1(Teacher& teacher, Loader& test, const DatasetMeta& meta, const torch::Device& dev) {
+  torch::NoGradGuard ng;
+  double counts[2] = {0, 0};  // correct, samples
+  for_each_test_batch(test, meta, dev, [&](const torch::Tensor& x, const torch::Tensor& y) {
+    counts[0] += double(teacher.logits(x).argmax(-1).eq(y).sum().item<int64_t>());
+    counts[1] += double(y.size(0));
+  });
+  allreduce_sum_inplace(counts, 2);
+  return counts[1] > 0 ? counts[0] / counts[1] : 0.0;
 }
 
 }  // namespace vitkd

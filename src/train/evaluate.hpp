@@ -16,10 +16,15 @@ struct TeacherAgreement {
   double agreement = 0;  ///< fraction of test samples where argmax student = argmax teacher
   double kl = 0;         ///< mean KL(softmax(t) || softmax(s)) at temperature 1 (nats)
   double kl_tau = 0;     ///< the same at temperature tau (the soft loss's; nats)
+  double teacher_top1 = 0;  ///< the teacher's own test top-1 (argmax teacher = label)
 };
 /// Over the whole test split, every rank its share; runs the teacher once on
 /// it (distill.eval_agreement). Collective.
 TeacherAgreement teacher_agreement(ViT& model, Teacher& teacher, Loader& test, const DatasetMeta& meta, bool bf16,
                                    double tau);
+
+/// The teacher's own top-1 accuracy over the whole test split (unaugmented),
+/// every rank its share, on the teacher's device. Collective.
+double teacher_top1(Teacher& teacher, Loader& test, const DatasetMeta& meta, const torch::Device& dev);
 
 }  // namespace vitkd

@@ -153,10 +153,11 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("data_io", data_io)
         .set("data_io_mpio_ranks", mpio_ranks);
     r.set("phase_seconds_rank0", t.phase_seconds);
-    if (t.teacher_agreement >= 0) 
-      r.set("teacher_agreement", t.teacher_agreement)
-          .set("teacher_kl", t.teacher_kl)
-          .set("teacher_kl_tau", t.teacher_kl_tau);
+    if (t.agreement)
+      r.set("teacher_agreement", t.agreement->agreement)
+          .set("teacher_kl", t.agreement->kl)
+          .set("teacher_kl_tau", t.agreement->kl_tau)
+          .set("teacher_test_top1", t.agreement->teacher_top1);
     r.set("evaluations", evaluations_json(st.evaluations))
         .set("time_to_accuracy", time_to_accuracy_json(st.evaluations, cfg.train_accuracy_thresholds));
     r.write(cfg.run_out_dir + "/result.json");

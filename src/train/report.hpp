@@ -2,12 +2,14 @@
 // What a training run tells the user: the progress line every
 // train.log_every_steps, and at the end the closing line and
 // out_dir/result.json (its keys are an interface: add, never rename).
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "distill/targets.hpp"
 #include "io/json.hpp"
+#include "train/evaluate.hpp"
 #include "train/run_state.hpp"
 #include "train/setup.hpp"
 #include "util/timing.hpp"
@@ -35,9 +37,9 @@ struct RunTiming {
   int64_t trained_at_start = 0;       ///< samples trained before this run (resumed)
   std::vector<double> epoch_seconds;  ///< wall time of each epoch of this run, evaluation excluded
   std::vector<double> phase_seconds;  ///< rank 0's seconds per Phase
-  /// distill.eval_agreement: the student's test agreement with the teacher and
-  /// KL to it (train/evaluate.hpp); negative when not measured.
-  double teacher_agreement = -1, teacher_kl = -1, teacher_kl_tau = -1;
+  /// distill.eval_agreement: the student's test agreement with the teacher,
+  /// its KL to it and the teacher's own top-1 (train/evaluate.hpp); empty when not measured.
+  std::optional<TeacherAgreement> agreement;
 };
 
 /// For each of `thresholds`, the index in `evals` of the first evaluation
