@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""The lift of distillation over the student trained alone, two ways.
+
+    /usr/bin/python3 analysis/lift.py --runs RUNS [--seeds "2 3"] \\
+        [--cache-log RUNS/cache.log] [--out lift.md] [--figure lift.png]
+
+RUNS is the folder jobs/lift.sh writes: member-s<N>/ (the ensemble's members:
+the student recipe trained alone), alone-s<N>/ (the student alone at the
+compared seeds), distill-s<N>/ (the student distilled from the teacher-view
+cache) and cache.log (the log of `vitkd teacher-cache`). Each run folder holds
+the result.json of `vitkd train`: `test_top1`, `train_seconds` and
+`evaluations` (per evaluation `epoch`, `train_seconds`, `test_top1`).
+
+Every run of the student recipe without a teacher counts as "student alone":
+the members and alone-s<N>. Written to --out (markdown) and printed:
+
+(a) equal epochs: each run's final test top-1; the lift is the mean of the
+    distilled students minus the mean of the students alone, in points;
+(b) equal wall time: at budgets of training time, the mean test top-1 of the
+    last evaluation each run had reached by then, the distilled students
+    charged their cache's one-off teacher pass amortised over S students
+    (S = 1, the students this folder holds, and 10), and the number of
+    students from which the distilled ones are ahead at every budget from the
+    first evaluation of the students alone to the end.
+The figure (--figure, PNG) draws test top-1 against training wall time.
+
+Exit status: 0, or 2 when a run or the cache log is missing or malformed
+(one line on stderr naming the file).
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+
+class InputError(Exception):
+    """A result.json or cache log that is missing or malformed."""
+
+
+def load_run(folder):
+    path = os.path.join(folder, "result.json")
+    try:
+        with open(path) as fh:
+            r = json.load(fh)
+        evals = [(float(e["train_seconds"]), float(e["test_top1"]), int(e["epoch"])) for e in r["evaluations"]]
+        final = float(r["test_top1"])
+        train_s = float(r["train_seconds"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{path}: {e}")
+    if not evals or final < 0:
+        raise InputError(f"{path}: no evaluations (was train.final_eval off?)")
+    return {"name": os.path.basename(folder), "final": final, "train_seconds": train_s, "evals": evals,
+            "step_ms": median_step_ms(os.path.join(folder, "timing.h5")),
+            "teacher_forwards": r.get("teacher_forwards"),
+            "cache_read_s": r.get("teacher_cache_read_seconds"),
+            "agreement": r.get("teacher_agreement"), "teacher_top1": r.get("teacher_test_top1")}
+
+
+def median_step_ms(path):
+    """Median over steps of the slowest rank's step wall time in a timing log (ms)."""
+    import h5py
+    import numpy as np
+    try:
+        with h5py.File(path, "r") as f:
+            wall = np.asarray(f["step_wall_seconds"])
+    except (OSError, KeyError) as e:
+        raise InputError(f"{path}: {e}")
+    return 1e3 * float(np.median(wall.max(axis=1)))
+
+
+CACHE_DONE = re.compile(r"teacher-cache: wrote .*?: (\d+) views, ([\d.]+) MB .*?, (\d+) teacher forward passes, "
+                        r"([\d.]+) s")
+CACHE_TOP1 = re.compile(r"teacher-cache: the teacher's test top-1 ([\d.]+)")
+
+
+def load_cache_log(path):
+    try:
+        text = open(path).read()
+    except OSError as e:
+        raise InputError(f"{path}: {e}")
+    done = CACHE_DONE.search(text)
+    if not done:
+        raise InputError(f"{path}: no 'teacher-cache: wrote ...' line (did the cache finish?)")
+    top1 = CACHE_TOP1.search(text)
+    return {"views": int(done.group(1)), "mb": float(done.group(2)), "forwards": int(done.group(3)),
+            "seconds": float(done.group(4)), "teacher_top1": float(top1.group(1)) if top1 else None}
+
+
+def acc_at(run, budget, offset=0.0):
+    """Test top-1 of the last evaluation `run` had reached after `budget` s (None before its first)."""
+    best = None
+    for t, acc, _ in run["evals"]:
+        if t + offset <= budget:
+            best = acc
+    return best
+
+
+def mean_at(runs, budget, offset=0.0):
+    vals = [acc_at(r, budget, offset) for r in runs]
+    return None if any(v is None for v in vals) else statistics.mean(vals)
+
+
+def ahead_everywhere(kd, alone, offset):
+    """True when the distilled mean is at or above the alone mean at every alone evaluation time."""
+    budgets = sorted({t for r in alone for t, _, _ in r["evals"]})
+    budgets = [b for b in budgets if mean_at(alone, b) is not None]
+    for b in budgets:
+        k = mean_at(kd, b, offset)
+        if k is None or k < mean_at(alone, b):
+            return False
+    return True
+
+
+def pts(x):
+    return f"{100 * x:+.2f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", required=True)
+    ap.add_argument("--seeds", default="2 3", help="seeds of the distilled students (and alone-s<N>)")
+    ap.add_argument("--cache-log", default=None, help="default RUNS/cache.log")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--figure", default=None)
+    a = ap.parse_args()
+    try:
+        seeds = a.seeds.split()
+        kd = [load_run(os.path.join(a.runs, f"distill-s{s}")) for s in seeds]
+        alone_dirs = sorted(glob.glob(os.path.join(a.runs, "member-s*")) +
+                            [d for d in (os.path.join(a.runs, f"alone-s{s}") for s in seeds) if os.path.isdir(d)])
+        if not alone_dirs:
+            raise InputError(f"{a.runs}: no member-s*/ or alone-s*/ run (the students alone)")
+        alone = [load_run(d) for d in alone_dirs]
+        cache = load_cache_log(a.cache_log or os.path.join(a.runs, "cache.log"))
+    except InputError as e:
+        print(f"lift.py: {e}", file=sys.stderr)
+        return 2
+
+    out = []
+    m_kd = statistics.mean(r["final"] for r in kd)
+    m_alone = statistics.mean(r["final"] for r in alone)
+    out.append("### (a) Equal epochs: final test top-1\n")
+    out.append("| run | test top-1 | training time (s) | median step (ms) | teacher forward passes |")
+    out.append("|---|---|---|---|---|")
+    for r in alone + kd:
+        out.append(f"| {r['name']} | {r['final']:.4f} | {r['train_seconds']:.0f} | {r['step_ms']:.1f} | "
+                   f"{r['teacher_forwards'] if r['teacher_forwards'] is not None else '-'} |")
+    out.append("")
+    out.append(f"Mean: distilled {m_kd:.4f} ({len(kd)} seeds), alone {m_alone:.4f} ({len(alone)} runs): "
+               f"lift **{pts(m_kd - m_alone)} points**; worst distilled minus best alone "
+               f"{pts(min(r['final'] for r in kd) - max(r['final'] for r in alone))} points.")
+    if cache["teacher_top1"] is not None:
+        out.append(f"The teacher (the cache's ensemble) has test top-1 {cache['teacher_top1']:.4f}, "
+                   f"{pts(cache['teacher_top1'] - m_alone)} points over the students alone.")
+    step_kd = statistics.median(r["step_ms"] for r in kd)
+    step_alone = statistics.median(r["step_ms"] for r in alone)
+    out.append(f"Median step (median over the runs of each kind): distilled from the cache {step_kd:.1f} ms, "
+               f"alone {step_alone:.1f} ms "
+               f"({100 * (step_kd / step_alone - 1):+.1f} %).")
+    out.append("")
+
+    students = len(kd)
+    out.append("### (b) Equal wall time: mean test top-1 reached within a training-time budget\n")
+    out.append(f"The cache's one-off teacher pass took {cache['seconds']:.0f} s ({cache['forwards']} teacher "
+               f"forward passes, {cache['mb']:.0f} MB); a distilled student is charged it divided by the "
+               f"number of students S that replay the cache.\n")
+    alone_times = sorted({t for r in alone for t, _, _ in r["evals"]})
+    shown = [alone_times[i] for i in sorted({0, len(alone_times) // 8, len(alone_times) // 4,
+                                             len(alone_times) // 2, 3 * len(alone_times) // 4,
+                                             len(alone_times) - 1})]
+    shown.append(max(r["train_seconds"] for r in kd) + cache["seconds"] / students)
+    s_list = sorted({1, students, 10})
+    out.append("| budget (s) | alone | " + " | ".join(f"distilled, S = {s}" for s in s_list) + " |")
+    out.append("|---|---|" + "---|" * len(s_list))
+    fmt = lambda v: "-" if v is None else f"{v:.4f}"
+    for b in shown:
+        out.append(f"| {b:.0f} | {fmt(mean_at(alone, b))} | " +
+                   " | ".join(fmt(mean_at(kd, b, cache['seconds'] / s)) for s in s_list) + " |")
+    out.append("")
+    needed = next((s for s in range(1, 1001) if ahead_everywhere(kd, alone, cache["seconds"] / s)), None)
+    out.append("Distilled students ahead at every budget from the first evaluation of the students alone "
+               "to the end: " + ("with the cache's pass amortised over " + str(needed) + " or more students"
+                                 if needed else "at no number of students up to 1000") +
+               f"; ahead with the pass not counted: {'yes' if ahead_everywhere(kd, alone, 0.0) else 'no'}.")
+    text = "\n".join(out) + "\n"
+    print(text)
+    if a.out:
+        with open(a.out, "w") as fh:
+            fh.write(text)
+    if a.figure:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        for r in alone:
+            ax.plot([t / 60 for t, _, _ in r["evals"]], [v for _, v, _ in r["evals"]], color="tab:gray",
+                    lw=1, label="student alone" if r is alone[0] else None)
+        for r in kd:
+            for s, style in ((None, "-"), (students, "--")):
+                off = 0.0 if s is None else cache["seconds"] / s
+                ax.plot([(t + off) / 60 for t, _, _ in r["evals"]], [v for _, v, _ in r["evals"]],
+                        style, color="tab:blue", lw=1.2,
+                        label=(("distilled, cache pass not counted" if s is None else
+                                f"distilled, cache pass / {s} students") if r is kd[0] else None))
+        if cache["teacher_top1"] is not None:
+            ax.axhline(cache["teacher_top1"], color="tab:red", lw=0.8, ls=":", label="teacher (ensemble)")
+        ax.set_xlabel("training wall time (min)")
+        ax.set_ylabel("test top-1")
+        ax.set_ylim(0.80, max(0.94, (cache["teacher_top1"] or 0) + 0.005))
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(a.figure, dpi=110)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Does distillation pay? The lift of the shipped student recipe
+# (inputs/fmnist-distill.toml: ViT dim 96, depth 4, 32 epochs, augmentation)
+# distilled from an ensemble teacher through a teacher-view cache, against the
+# same student trained alone (docs/results.md, "Distillation that pays").
+#
+# Stages, each skipped when its result already exists (so the job can be
+# stopped and run again: a stopped training run resumes from its checkpoint):
+#   1. members: the ensemble's members, the student recipe trained alone
+#      (run.mode = "teacher") at seeds MEMBERS;
+#   2. cache:   `vitkd teacher-cache` with teacher.checkpoint = [the members],
+#      CACHE_EPOCHS epochs of views at seed CACHE_SEED; it logs the
+#      ensemble's own test top-1;
+#   3. alone:   the student alone at seeds SEEDS (the baseline);
+#   4. distill: the student distilled from the cache at seeds SEEDS
+#      (distill.teacher_cache = true: no teacher forward pass);
+#   5. report:  analysis/lift.py: the lift at equal epochs and at equal wall
+#      time (the cache's pass amortised over the students it serves), a figure
+#      and the tables, into OUT/lift.md and OUT/lift.png.
+#   jobs/lift.sh                  (needs build/vitkd and data/fmnist.h5)
+# Environment:
+#   OUT=runs/lift      where every run, its log and the report go
+#   MEMBERS="4 5 6"    seeds of the ensemble's members
+#   SEEDS="2 3"        seeds of the students compared
+#   CACHE_SEED=1       seed of the cached views
+#   CACHE_EPOCHS=32    epochs of views (the students' train.epochs)
+#   NP=2               ranks of every run
+#   STAGES="members cache alone distill report"
+# On 2 cores of an AMD EPYC (AVX512_BF16), each 32-epoch student run takes
+# about 13 minutes and the cache of 3 members about as long.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source jobs/env.sh
+OUT=${OUT:-runs/lift}
+MEMBERS=${MEMBERS:-4 5 6}
+SEEDS=${SEEDS:-2 3}
+CACHE_SEED=${CACHE_SEED:-1}
+CACHE_EPOCHS=${CACHE_EPOCHS:-32}
+NP=${NP:-2}
+STAGES=${STAGES:-members cache alone distill report}
+VITKD=build/vitkd
+CONFIG=inputs/fmnist-distill.toml
+[ -x "$VITKD" ] || { echo "no $VITKD; build it first (jobs/build.sh)" >&2; exit 2; }
+[ -f data/fmnist.h5 ] || { echo "no data/fmnist.h5; make it with: $VITKD prepare fashion-mnist --out data/fmnist.h5" >&2; exit 2; }
+mkdir -p "$OUT"
+CACHE=$OUT/ensemble-views.h5
+
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+# train NAME ARGS...: one training run into OUT/NAME, unless it has finished.
+train() {
+  local name=$1; shift
+  if [ -f "$OUT/$name/result.json" ]; then echo "lift: $name: done"; return; fi
+  echo "lift: $name: $(date -u +%H:%M:%S) -> $OUT/$name.log"
+  mpirun -n "$NP" --bind-to none "$VITKD" train "$CONFIG" --set run.out_dir="$OUT/$name" "$@" \
+    >> "$OUT/$name.log" 2>&1 || { echo "lift: $name failed (exit $?); see $OUT/$name.log" >&2; exit 1; }
+  tail -n 3 "$OUT/$name.log"
+}
+
+members=()
+for s in $MEMBERS; do members+=("\"$OUT/member-s$s/checkpoint.h5\""); done
+TEACHERS="[$(IFS=,; echo "${members[*]}")]"
+
+if has members; then
+  for s in $MEMBERS; do train "member-s$s" --set run.mode=teacher --set run.seed="$s"; done
+fi
+if has cache; then
+  if [ -f "$CACHE" ]; then echo "lift: cache: done"; else
+    echo "lift: cache: $(date -u +%H:%M:%S) -> $OUT/cache.log"
+    mpirun -n "$NP" --bind-to none "$VITKD" teacher-cache "$CONFIG" --set "teacher.checkpoint=$TEACHERS" \
+      --set run.seed="$CACHE_SEED" --set distill.cache_epochs="$CACHE_EPOCHS" \
+      --set distill.teacher_cache_file="$CACHE" > "$OUT/cache.log" 2>&1 \
+      || { echo "lift: cache failed; see $OUT/cache.log" >&2; exit 1; }
+    tail -n 2 "$OUT/cache.log"
+  fi
+fi
+for s in $SEEDS; do
+  if has alone; then train "alone-s$s" --set run.mode=teacher --set run.seed="$s"; fi
+  if has distill; then
+    train "distill-s$s" --set run.seed="$s" --set "teacher.checkpoint=$TEACHERS" \
+      --set distill.teacher_cache=true --set distill.teacher_cache_file="$CACHE" \
+      --set distill.eval_agreement=true
+  fi
+done
+if has report; then
+  /usr/bin/python3 analysis/lift.py --runs "$OUT" --seeds "$SEEDS" --cache-log "$OUT/cache.log" \
+    --out "$OUT/lift.md" --figure "$OUT/lift.png"
+fi
