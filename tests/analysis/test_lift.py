@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Self-contained test of analysis/lift.py on planted runs.
+
+    python3 tests/analysis/test_lift.py SRC_DIR WORK_DIR
+
+Writes, under WORK_DIR/lift (replaced), the folders jobs/lift.sh leaves:
+member-s4/ and alone-s2/ (students alone), distill-s2/ (distilled: every
+evaluation 0.01 above alone-s2's at the same times), each with a result.json
+and a timing.h5 ("vitkd-timing" v1, step_wall_seconds only), and cache.log
+(a 50 s teacher pass). Checks what lift.py reports: the lift against the same
+seed (+1.00 points) and against all runs alone, the step-time ratio, the
+budgets from which the distilled student is ahead, and exit 2 with one line
+for a missing run and for a cache log without its closing line.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import h5py
+    import numpy as np
+except ImportError as e:
+    print(f"SKIP: {sys.executable} lacks {e.name} (Debian: python3-<module>; Spack: py-<module>)")
+    sys.exit(77)
+
+src, work = sys.argv[1], os.path.join(sys.argv[2], "lift")
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+
+
+def run(name, accs, step_s, final=None):
+    d = os.path.join(work, name)
+    os.makedirs(d)
+    evals = [{"step": 10 * (i + 1), "epoch": i + 1, "samples_seen": 0, "train_seconds": 10.0 * (i + 1),
+              "elapsed_seconds": 10.0 * (i + 1), "test_top1": a} for i, a in enumerate(accs)]
+    json.dump({"test_top1": accs[-1] if final is None else final, "train_seconds": 10.0 * len(accs),
+               "steps": 100, "teacher_forwards": 0, "evaluations": evals}, open(os.path.join(d, "result.json"), "w"))
+    with h5py.File(os.path.join(d, "timing.h5"), "w") as f:
+        f.attrs["format"] = "vitkd-timing"
+        f.attrs["format_version"] = 1
+        wall = np.full((100, 2), step_s)
+        wall[::10, 1] = 10 * step_s  # slow outliers: the median ignores them
+        f["step_wall_seconds"] = wall
+
+
+alone = [0.50 + 0.04 * i for i in range(10)]
+run("alone-s2", alone, 0.050)
+run("member-s4", [a - 0.02 for a in alone], 0.080)  # slower machine: must not enter the times
+run("distill-s2", [a + 0.01 for a in alone], 0.051)
+with open(os.path.join(work, "cache.log"), "w") as f:
+    f.write("teacher-cache: the teacher's test top-1 0.9500 (10000 test samples)\n"
+            "teacher-cache: wrote x.h5: 1000 views, 1.0 MB (73.0 bytes per view), 1000 teacher forward passes, 50.0 s\n")
+
+lift = os.path.join(src, "analysis", "lift.py")
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+p = subprocess.run([sys.executable, lift, "--runs", work, "--seeds", "2", "--out", os.path.join(work, "lift.md"),
+                    "--figure", os.path.join(work, "lift.png")], capture_output=True, text=True)
+out = p.stdout
+check(p.returncode == 0, f"exit 0 (got {p.returncode}: {p.stderr.strip()})")
+check("lift **+1.00 points**" in out, "lift against the same seed is +1.00 points")
+check("against all 2 runs alone (0.8500) +2.00 points" in out, "lift against all runs alone (the member 0.02 lower)")
+check("+9.00 points over the students alone at the same seeds" in out, "the teacher's margin from the cache log")
+check("distilled from the cache 51.0 ms, alone 50.0 ms (+2.0 %)" in out, "median step times, member excluded")
+check("with the cache's pass not counted, at every budget;" in out, "ahead everywhere when the pass is not counted")
+# Charged the whole pass (S = 1) the distilled curve starts 50 s late: behind
+# until it ends above the alone's end (150 s). At S = 10 (5 s late) each of
+# its evaluations is ahead for 5 s and behind at the alone's next one, so it
+# is ahead for good only once the alone run has ended (105 s).
+check("amortised over S = 1, at every budget from 150 s on" in out, "behind until its end with the whole pass charged")
+check("amortised over S = 10, at every budget from 105 s on" in out, "ahead for good only after the alone's end at S = 10")
+check(os.path.getsize(os.path.join(work, "lift.png")) > 1000, "figure written")
+check(open(os.path.join(work, "lift.md")).read().rstrip("\n") == out.rstrip("\n"), "--out holds what was printed")
+
+shutil.rmtree(os.path.join(work, "distill-s2"))
+p = subprocess.run([sys.executable, lift, "--runs", work, "--seeds", "2"], capture_output=True, text=True)
+check(p.returncode == 2 and p.stderr.count("\n") == 1 and "distill-s2/result.json" in p.stderr,
+      f"a missing run: exit 2, one line naming it (got {p.returncode}: {p.stderr.strip()})")
+run("distill-s2", [a + 0.01 for a in alone], 0.051)
+open(os.path.join(work, "cache.log"), "w").write("teacher-cache: epoch 1 of 32: 60000 views in 18.2 s\n")
+p = subprocess.run([sys.executable, lift, "--runs", work, "--seeds", "2"], capture_output=True, text=True)
+check(p.returncode == 2 and "cache.log" in p.stderr and "did the cache finish" in p.stderr,
+      f"an unfinished cache: exit 2 naming the log (got {p.returncode}: {p.stderr.strip()})")
+
+print(f"{len(failures)} of the checks failed" if failures else "all checks passed")
+sys.exit(1 if failures else 0)
