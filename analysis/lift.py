@@ -205,6 +205,21 @@ def main():
     out.append("The distilled students (mean) are ahead of the students alone (mean): with the cache's pass "
                f"not counted, {ahead_text(0.0)}; " +
                "; ".join(f"amortised over S = {s}, {ahead_text(cache['seconds'] / s)}" for s in s_list) + ".")
+    live, sift = (os.path.join(a.runs, f"{k}-s{seeds[0]}") for k in ("live", "sift"))
+    if os.path.isdir(live) and os.path.isdir(sift):
+        try:
+            lv, sv = load_run(live), load_run(sift)
+        except InputError as e:
+            print(f"lift.py: {e}", file=sys.stderr)
+            return 2
+        out.append("\n### (c) Sifting the live teacher's samples (sift.scope = \"teacher\")\n")
+        out.append("| run | test top-1 | training time (s) | teacher forward passes |")
+        out.append("|---|---|---|---|")
+        for r in (lv, sv):
+            out.append(f"| {r['name']} | {r['final']:.4f} | {r['train_seconds']:.0f} | {r['teacher_forwards']} |")
+        out.append("")
+        out.append(f"Sifting: wall time {100 * (sv['train_seconds'] / lv['train_seconds'] - 1):+.1f} %, test top-1 "
+                   f"{pts(sv['final'] - lv['final'])} points.")
     text = "\n".join(out) + "\n"
     print(text)
     if a.out:

@@ -14,9 +14,13 @@
 #   3. alone:   the student alone at seeds SEEDS (the baseline);
 #   4. distill: the student distilled from the cache at seeds SEEDS
 #      (distill.teacher_cache = true: no teacher forward pass);
-#   5. report:  analysis/lift.py: the lift at equal epochs and at equal wall
-#      time (the cache's pass amortised over the students it serves), a figure
-#      and the tables, into OUT/lift.md and OUT/lift.png.
+#   5. sift:    (not in the default STAGES) the student of seed SIFT_SEED
+#      distilled from the live ensemble (no cache), without and with sifting
+#      of the teacher's samples (sift.scope = "teacher", beta 2, delay 200):
+#      what sifting saves when the teacher runs live;
+#   6. report:  analysis/lift.py: the lift at equal epochs and at equal wall
+#      time (the cache's pass amortised over the students it serves), sifting
+#      when stage 5 ran, a figure and the tables, into OUT/lift.md and OUT/lift.png.
 #   jobs/lift.sh                  (needs build/vitkd and data/fmnist.h5)
 # Environment:
 #   OUT=runs/lift      where every run, its log and the report go
@@ -25,7 +29,8 @@
 #   CACHE_SEED=1       seed of the cached views
 #   CACHE_EPOCHS=32    epochs of views (the students' train.epochs)
 #   NP=2               ranks of every run
-#   STAGES="members cache alone distill report"
+#   SIFT_SEED=2        seed of the sifting comparison
+#   STAGES="members cache alone distill report"   (add "sift" for stage 5)
 # On 2 cores of an AMD EPYC (AVX512_BF16), each 32-epoch student run takes
 # about 13 minutes and the cache of 3 members about as long.
 set -euo pipefail
@@ -37,6 +42,7 @@ SEEDS=${SEEDS:-2 3}
 CACHE_SEED=${CACHE_SEED:-1}
 CACHE_EPOCHS=${CACHE_EPOCHS:-32}
 NP=${NP:-2}
+SIFT_SEED=${SIFT_SEED:-2}
 STAGES=${STAGES:-members cache alone distill report}
 VITKD=build/vitkd
 CONFIG=inputs/fmnist-distill.toml
@@ -81,6 +87,12 @@ for s in $SEEDS; do
       --set distill.eval_agreement=true
   fi
 done
+if has sift; then
+  LIVE=(--set run.seed="$SIFT_SEED" --set "teacher.checkpoint=$TEACHERS")
+  train "live-s$SIFT_SEED" "${LIVE[@]}"
+  train "sift-s$SIFT_SEED" "${LIVE[@]}" --set sift.enabled=true --set sift.scope=teacher \
+    --set sift.beta=2 --set sift.delay=200
+fi
 if has report; then
   /usr/bin/python3 analysis/lift.py --runs "$OUT" --seeds "$SEEDS" --cache-log "$OUT/cache.log" \
     --out "$OUT/lift.md" --figure "$OUT/lift.png"

@@ -7,7 +7,8 @@ Writes, under WORK_DIR/lift (replaced), the folders jobs/lift.sh leaves:
 member-s4/ and alone-s2/ (students alone), distill-s2/ (distilled: every
 evaluation 0.01 above alone-s2's at the same times), each with a result.json
 and a timing.h5 ("vitkd-timing" v1, step_wall_seconds only), and cache.log
-(a 50 s teacher pass). Checks what lift.py reports: the lift against the same
+(a 50 s teacher pass), and live-s2/ and sift-s2/ (the live teacher without
+and with sifting: 100 s and 60 s). Checks what lift.py reports: the lift against the same
 seed (+1.00 points) and against all runs alone, the step-time ratio, the
 budgets from which the distilled student is ahead, and exit 2 with one line
 for a missing run and for a cache log without its closing line.
@@ -53,6 +54,9 @@ with open(os.path.join(work, "cache.log"), "w") as f:
     f.write("teacher-cache: the teacher's test top-1 0.9500 (10000 test samples)\n"
             "teacher-cache: wrote x.h5: 1000 views, 1.0 MB (73.0 bytes per view), 1000 teacher forward passes, 50.0 s\n")
 
+run("live-s2", [a + 0.01 for a in alone], 0.090)
+run("sift-s2", [a + 0.01 for a in alone[:6]], 0.060, final=0.865)  # 60 s instead of 100 s
+
 lift = os.path.join(src, "analysis", "lift.py")
 failures = []
 
@@ -78,6 +82,7 @@ check("with the cache's pass not counted, at every budget;" in out, "ahead every
 # is ahead for good only once the alone run has ended (105 s).
 check("amortised over S = 1, at every budget from 150 s on" in out, "behind until its end with the whole pass charged")
 check("amortised over S = 10, at every budget from 105 s on" in out, "ahead for good only after the alone's end at S = 10")
+check("Sifting: wall time -40.0 %, test top-1 -0.50 points." in out, "sifting against the live teacher")
 check(os.path.getsize(os.path.join(work, "lift.png")) > 1000, "figure written")
 check(open(os.path.join(work, "lift.md")).read().rstrip("\n") == out.rstrip("\n"), "--out holds what was printed")
 
