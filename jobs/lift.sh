@@ -32,7 +32,8 @@
 #   SIFT_SEED=2        seed of the sifting comparison
 #   STAGES="members cache alone distill report"   (add "sift" for stage 5)
 # On 2 cores of an AMD EPYC (AVX512_BF16), each 32-epoch student run takes
-# about 13 minutes and the cache of 3 members about as long.
+# about 13 minutes and the cache of 3 members 10 (the default stages: about
+# 100 minutes; the sift stage, a live ensemble, about 40 more).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source jobs/env.sh
