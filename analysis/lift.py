@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The lift of distillation over the student trained alone, two ways.
+"""The lift of distillation over the student trained alone: equal epochs, equal wall time, sifting.
 
-    /usr/bin/python3 analysis/lift.py --runs RUNS [--seeds "2 3"] \\
+    /usr/bin/python3 analysis/lift.py --runs RUNS [--seeds "2 3"] [--sift-seed 2] \\
         [--cache-log RUNS/cache.log] [--out lift.md] [--figure lift.png]
 
 RUNS is the folder jobs/lift.sh writes: member-s<N>/ (the ensemble's members:
@@ -24,6 +24,9 @@ the members and alone-s<N>. Written to --out (markdown) and printed:
 The lift and every time use the students alone at the distilled students'
 seeds (alone-s<N>) when they exist, all students alone otherwise; (a) also
 gives the lift against all of them.
+(c) when live-s<N>/ and sift-s<N>/ exist (N = --sift-seed): the student
+    distilled from the live teacher without and with sifting, wall time and
+    test top-1.
 The figure (--figure, PNG) draws test top-1 against training wall time.
 
 Exit status: 0, or 2 when a run or the cache log is missing or malformed
@@ -131,6 +134,7 @@ def main():
     ap.add_argument("--runs", required=True)
     ap.add_argument("--seeds", default="2 3", help="seeds of the distilled students (and alone-s<N>)")
     ap.add_argument("--cache-log", default=None, help="default RUNS/cache.log")
+    ap.add_argument("--sift-seed", default=None, help="seed of live-s<N>/ and sift-s<N>/ (default: the first of --seeds)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--figure", default=None)
     a = ap.parse_args()
@@ -205,7 +209,8 @@ def main():
     out.append("The distilled students (mean) are ahead of the students alone (mean): with the cache's pass "
                f"not counted, {ahead_text(0.0)}; " +
                "; ".join(f"amortised over S = {s}, {ahead_text(cache['seconds'] / s)}" for s in s_list) + ".")
-    live, sift = (os.path.join(a.runs, f"{k}-s{seeds[0]}") for k in ("live", "sift"))
+    sift_seed = a.sift_seed or seeds[0]
+    live, sift = (os.path.join(a.runs, f"{k}-s{sift_seed}") for k in ("live", "sift"))
     if os.path.isdir(live) and os.path.isdir(sift):
         try:
             lv, sv = load_run(live), load_run(sift)

@@ -95,6 +95,6 @@ if has sift; then
     --set sift.beta=2 --set sift.delay=200
 fi
 if has report; then
-  /usr/bin/python3 analysis/lift.py --runs "$OUT" --seeds "$SEEDS" --cache-log "$OUT/cache.log" \
+  /usr/bin/python3 analysis/lift.py --runs "$OUT" --seeds "$SEEDS" --sift-seed "$SIFT_SEED" --cache-log "$OUT/cache.log" \
     --out "$OUT/lift.md" --figure "$OUT/lift.png"
 fi
