@@ -75,13 +75,11 @@ int teacher_cache_main(const std::vector<std::string>& args) {
        (long long)meta.num_classes, cfg.distill_temperature, file.c_str());
   // The teacher's own accuracy first (a few seconds): what the students will learn from.
   {
-    LoaderOptions to;
-    to.split = "test";
-    to.shuffle = false;
-    to.batch_size = std::max<int64_t>(cfg.data_batch_size, 256);
-    to.rank = world().rank;
-    to.world = world().size;
-    Loader test(meta, to);
+    LoaderOptions lo;
+    lo.batch_size = cfg.data_batch_size;
+    lo.rank = world().rank;
+    lo.world = world().size;
+    Loader test(meta, test_loader_options(lo));
     key.teacher_test_top1 = teacher_top1(*teacher, test, meta, torch::kCPU);
   }
   log0("teacher-cache: the teacher's test top-1 %.4f (%lld test samples)\n", key.teacher_test_top1,

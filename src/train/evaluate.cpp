@@ -1,5 +1,7 @@
 #include "train/evaluate.hpp"
 
+#include <algorithm>
+
 #include "comm/world.hpp"
 #include "data/tensors.hpp"
 #include "distill/loss.hpp"
@@ -21,6 +23,14 @@ void for_each_test_batch(Loader& test, const DatasetMeta& meta, const torch::Dev
 }
 
 }  // namespace
+
+LoaderOptions test_loader_options(LoaderOptions o) {
+  o.split = "test";
+  o.shuffle = false;
+  o.drop_last = false;
+  o.batch_size = std::max<int64_t>(o.batch_size, 256);
+  return o;
+}
 
 double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, bool bf16) {
   torch::NoGradGuard ng;

@@ -7,6 +7,11 @@
 
 namespace vitkd {
 
+/// The test split's loader options, from the training loader's: every sample
+/// once, in order, in batches of at least 256. The one rule for every
+/// evaluation, so that all of them see the same batches.
+LoaderOptions test_loader_options(LoaderOptions train);
+
 /// Top-1 accuracy over the whole test split, every rank evaluating its share
 /// (`test` shards it); the model is left in training mode. Collective.
 double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, bool bf16);

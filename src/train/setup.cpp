@@ -11,6 +11,7 @@
 #include "comm/world.hpp"
 #include "data/fits_model.hpp"
 #include "model/gemm_rate.hpp"
+#include "train/evaluate.hpp"
 #include "util/alloc.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
@@ -252,12 +253,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   lo.rank = w.rank;
   lo.world = w.size;
   s.train = std::make_unique<Loader>(s.meta, lo);
-  LoaderOptions to = lo;
-  to.split = "test";
-  to.shuffle = false;
-  to.drop_last = false;
-  to.batch_size = std::max<int64_t>(cfg.data_batch_size, 256);
-  s.test = std::make_unique<Loader>(s.meta, to);
+  s.test = std::make_unique<Loader>(s.meta, test_loader_options(lo));
 
   // ---- schedule and the MFU ceiling --------------------------------------------
   plan_schedule(plan, cfg, s.meta.train_size, s.train->steps_per_epoch());
