@@ -25,6 +25,7 @@
 # Environment:
 #   OUT=runs/lift      where every run, its log and the report go
 #   MEMBERS="4 5 6"    seeds of the ensemble's members
+#   MEMBER_EPOCHS=32   train.epochs of the members (the students keep the config's)
 #   SEEDS="2 3"        seeds of the students compared
 #   CACHE_SEED=1       seed of the cached views
 #   CACHE_EPOCHS=32    epochs of views (the students' train.epochs)
@@ -39,6 +40,7 @@ cd "$(dirname "$0")/.."
 source jobs/env.sh
 OUT=${OUT:-runs/lift}
 MEMBERS=${MEMBERS:-4 5 6}
+MEMBER_EPOCHS=${MEMBER_EPOCHS:-32}
 SEEDS=${SEEDS:-2 3}
 CACHE_SEED=${CACHE_SEED:-1}
 CACHE_EPOCHS=${CACHE_EPOCHS:-32}
@@ -68,7 +70,7 @@ for s in $MEMBERS; do members+=("\"$OUT/member-s$s/checkpoint.h5\""); done
 TEACHERS="[$(IFS=,; echo "${members[*]}")]"
 
 if has members; then
-  for s in $MEMBERS; do train "member-s$s" --set run.mode=teacher --set run.seed="$s"; done
+  for s in $MEMBERS; do train "member-s$s" --set run.mode=teacher --set run.seed="$s" --set train.epochs="$MEMBER_EPOCHS"; done
 fi
 if has cache; then
   if [ -f "$CACHE" ]; then echo "lift: cache: done"; else
