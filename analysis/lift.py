@@ -12,7 +12,8 @@ the result.json of `vitkd train`: `test_top1`, `train_seconds` and
 `evaluations` (per evaluation `epoch`, `train_seconds`, `test_top1`).
 
 Every run of the student recipe without a teacher counts as "student alone":
-the members and alone-s<N>. Written to --out (markdown) and printed:
+the members and alone-s<N>, except members trained for another number of
+epochs than the distilled students (listed apart). Written to --out (markdown) and printed:
 
 (a) equal epochs: each run's final test top-1; the lift is the mean of the
     distilled students minus the mean of the students alone, in points;
@@ -141,11 +142,16 @@ def main():
     try:
         seeds = a.seeds.split()
         kd = [load_run(os.path.join(a.runs, f"distill-s{s}")) for s in seeds]
-        alone_dirs = sorted(glob.glob(os.path.join(a.runs, "member-s*")) +
-                            [d for d in (os.path.join(a.runs, f"alone-s{s}") for s in seeds) if os.path.isdir(d)])
-        if not alone_dirs:
-            raise InputError(f"{a.runs}: no member-s*/ or alone-s*/ run (the students alone)")
-        alone = [load_run(d) for d in alone_dirs]
+        runs_alone = [load_run(d) for d in sorted(
+            glob.glob(os.path.join(a.runs, "member-s*")) +
+            [d for d in (os.path.join(a.runs, f"alone-s{s}") for s in seeds) if os.path.isdir(d)])]
+        # A member trained for another number of epochs than the students (a longer
+        # schedule for a better teacher) is not the student alone.
+        epochs = kd[0]["evals"][-1][2]
+        alone = [r for r in runs_alone if r["evals"][-1][2] == epochs]
+        other = [r for r in runs_alone if r["evals"][-1][2] != epochs]
+        if not alone:
+            raise InputError(f"{a.runs}: no member-s*/ or alone-s*/ run of {epochs} epochs (the students alone)")
         # The same seeds as the distilled students, when run: the paired baseline, and the
         # only one used for times (the members may have run on a busier machine).
         paired = [r for r in alone if r["name"].startswith("alone-s")] or alone
@@ -165,6 +171,9 @@ def main():
         out.append(f"| {r['name']} | {r['final']:.4f} | {r['train_seconds']:.0f} | {r['step_ms']:.1f} | "
                    f"{r['teacher_forwards'] if r['teacher_forwards'] is not None else '-'} |")
     out.append("")
+    if other:
+        out.append("The teacher's members trained for another number of epochs (not counted as the student alone): " +
+                   "; ".join(f"{r['name']}, {r['evals'][-1][2]} epochs: {r['final']:.4f}" for r in other) + ".\n")
     out.append(f"Mean: distilled {m_kd:.4f} (seeds {', '.join(seeds)}), alone at the same seeds "
                f"{m_paired:.4f}: lift **{pts(m_kd - m_paired)} points**; against all {len(alone)} runs alone "
                f"({m_alone:.4f}) {pts(m_kd - m_alone)} points; worst distilled minus best alone "

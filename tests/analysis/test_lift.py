@@ -4,7 +4,8 @@
     python3 tests/analysis/test_lift.py SRC_DIR WORK_DIR
 
 Writes, under WORK_DIR/lift (replaced), the folders jobs/lift.sh leaves:
-member-s4/ and alone-s2/ (students alone), distill-s2/ (distilled: every
+member-s4/ and alone-s2/ (students alone), member-s5/ (a member of 21
+epochs: not counted as the student alone), distill-s2/ (distilled: every
 evaluation 0.01 above alone-s2's at the same times), each with a result.json
 and a timing.h5 ("vitkd-timing" v1, step_wall_seconds only), and cache.log
 (a 50 s teacher pass), and live-s2/ and sift-s2/ (the live teacher without
@@ -49,6 +50,7 @@ def run(name, accs, step_s, final=None):
 alone = [0.50 + 0.04 * i for i in range(10)]
 run("alone-s2", alone, 0.050)
 run("member-s4", [a - 0.02 for a in alone], 0.080)  # slower machine: must not enter the times
+run("member-s5", [0.50 + 0.02 * i for i in range(20)] + [0.99], 0.050)  # 21 epochs: not the student alone
 run("distill-s2", [a + 0.01 for a in alone], 0.051)
 with open(os.path.join(work, "cache.log"), "w") as f:
     f.write("teacher-cache: the teacher's test top-1 0.9500 (10000 test samples)\n"
@@ -73,6 +75,7 @@ out = p.stdout
 check(p.returncode == 0, f"exit 0 (got {p.returncode}: {p.stderr.strip()})")
 check("lift **+1.00 points**" in out, "lift against the same seed is +1.00 points")
 check("against all 2 runs alone (0.8500) +2.00 points" in out, "lift against all runs alone (the member 0.02 lower)")
+check("member-s5, 21 epochs: 0.9900." in out, "a member of another schedule listed apart")
 check("+9.00 points over the students alone at the same seeds" in out, "the teacher's margin from the cache log")
 check("distilled from the cache 51.0 ms, alone 50.0 ms (+2.0 %)" in out, "median step times, member excluded")
 check("with the cache's pass not counted, at every budget;" in out, "ahead everywhere when the pass is not counted")
