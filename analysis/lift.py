@@ -25,9 +25,9 @@ epochs than the distilled students (listed apart). Written to --out (markdown) a
 The lift and every time use the students alone at the distilled students'
 seeds (alone-s<N>) when they exist, all students alone otherwise; (a) also
 gives the lift against all of them.
-(c) when live-s<N>/ and sift-s<N>/ exist (N = --sift-seed): the student
-    distilled from the live teacher without and with sifting, wall time and
-    test top-1.
+(c) when live-s<N>/ and sift-s<N>/ or sift-b<B>-s<N>/ exist (N = --sift-seed):
+    the student distilled from the live teacher without and with sifting
+    (beta 2, or beta B), wall time and test top-1.
 The figure (--figure, PNG) draws test top-1 against training wall time.
 
 Exit status: 0, or 2 when a run or the cache log is missing or malformed
@@ -219,21 +219,30 @@ def main():
                f"not counted, {ahead_text(0.0)}; " +
                "; ".join(f"amortised over S = {s}, {ahead_text(cache['seconds'] / s)}" for s in s_list) + ".")
     sift_seed = a.sift_seed or seeds[0]
-    live, sift = (os.path.join(a.runs, f"{k}-s{sift_seed}") for k in ("live", "sift"))
-    if os.path.isdir(live) and os.path.isdir(sift):
+    live = os.path.join(a.runs, f"live-s{sift_seed}")
+    # sift-s<N>/: beta 2; sift-b<B>-s<N>/: beta B (jobs/lift.sh, SIFT_BETAS).
+    sifts = sorted(glob.glob(os.path.join(a.runs, f"sift-s{sift_seed}")) +
+                   glob.glob(os.path.join(a.runs, f"sift-b*-s{sift_seed}")))
+    if os.path.isdir(live) and sifts:
         try:
-            lv, sv = load_run(live), load_run(sift)
+            lv, svs = load_run(live), [load_run(d) for d in sifts]
         except InputError as e:
             print(f"lift.py: {e}", file=sys.stderr)
             return 2
+        def beta(r):
+            m = re.match(r"sift-b([\d.]+)-s", r["name"])
+            return m.group(1) if m else "2"
         out.append("\n### (c) Sifting the live teacher's samples (sift.scope = \"teacher\")\n")
-        out.append("| run | test top-1 | training time (s) | teacher forward passes |")
-        out.append("|---|---|---|---|")
-        for r in (lv, sv):
-            out.append(f"| {r['name']} | {r['final']:.4f} | {r['train_seconds']:.0f} | {r['teacher_forwards']} |")
+        out.append("| run | beta | test top-1 | training time (s) | teacher forward passes |")
+        out.append("|---|---|---|---|---|")
+        for r in [lv] + svs:
+            out.append(f"| {r['name']} | {'-' if r is lv else beta(r)} | {r['final']:.4f} | "
+                       f"{r['train_seconds']:.0f} | {r['teacher_forwards']} |")
         out.append("")
-        out.append(f"Sifting: wall time {100 * (sv['train_seconds'] / lv['train_seconds'] - 1):+.1f} %, test top-1 "
-                   f"{pts(sv['final'] - lv['final'])} points.")
+        for sv in svs:
+            out.append(f"Sifting{'' if sv['name'] == f'sift-s{sift_seed}' else ' (beta ' + beta(sv) + ')'}: "
+                       f"wall time {100 * (sv['train_seconds'] / lv['train_seconds'] - 1):+.1f} %, test top-1 "
+                       f"{pts(sv['final'] - lv['final'])} points.")
     text = "\n".join(out) + "\n"
     print(text)
     if a.out:

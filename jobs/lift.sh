@@ -16,7 +16,7 @@
 #      (distill.teacher_cache = true: no teacher forward pass);
 #   5. sift:    (not in the default STAGES) the student of seed SIFT_SEED
 #      distilled from the live ensemble (no cache), without and with sifting
-#      of the teacher's samples (sift.scope = "teacher", beta 2, delay 200):
+#      of the teacher's samples (sift.scope = "teacher", beta SIFT_BETAS, delay 200):
 #      what sifting saves when the teacher runs live;
 #   6. report:  analysis/lift.py: the lift at equal epochs and at equal wall
 #      time (the cache's pass amortised over the students it serves), sifting
@@ -31,6 +31,7 @@
 #   CACHE_EPOCHS=32    epochs of views (the students' train.epochs)
 #   NP=2               ranks of every run
 #   SIFT_SEED=2        seed of the sifting comparison
+#   SIFT_BETAS=2       the sifting runs' betas (sift-s<N>/ for 2, sift-b<B>-s<N>/ otherwise)
 #   STAGES="members cache alone distill report"   (add "sift" for stage 5)
 # On 2 cores of an AMD EPYC (AVX512_BF16), each 32-epoch student run takes
 # about 13 minutes and the cache of 3 members 10 (the default stages: about
@@ -46,6 +47,7 @@ CACHE_SEED=${CACHE_SEED:-1}
 CACHE_EPOCHS=${CACHE_EPOCHS:-32}
 NP=${NP:-2}
 SIFT_SEED=${SIFT_SEED:-2}
+SIFT_BETAS=${SIFT_BETAS:-2}
 STAGES=${STAGES:-members cache alone distill report}
 VITKD=build/vitkd
 CONFIG=inputs/fmnist-distill.toml
@@ -93,8 +95,11 @@ done
 if has sift; then
   LIVE=(--set run.seed="$SIFT_SEED" --set "teacher.checkpoint=$TEACHERS")
   train "live-s$SIFT_SEED" "${LIVE[@]}"
-  train "sift-s$SIFT_SEED" "${LIVE[@]}" --set sift.enabled=true --set sift.scope=teacher \
-    --set sift.beta=2 --set sift.delay=200
+  for b in $SIFT_BETAS; do
+    name=sift-b$b-s$SIFT_SEED; [ "$b" = 2 ] && name=sift-s$SIFT_SEED
+    train "$name" "${LIVE[@]}" --set sift.enabled=true --set sift.scope=teacher \
+      --set sift.beta="$b" --set sift.delay=200
+  done
 fi
 if has report; then
   /usr/bin/python3 analysis/lift.py --runs "$OUT" --seeds "$SEEDS" --sift-seed "$SIFT_SEED" --cache-log "$OUT/cache.log" \

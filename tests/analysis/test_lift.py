@@ -9,7 +9,7 @@ epochs: not counted as the student alone), distill-s2/ (distilled: every
 evaluation 0.01 above alone-s2's at the same times), each with a result.json
 and a timing.h5 ("vitkd-timing" v1, step_wall_seconds only), and cache.log
 (a 50 s teacher pass), and live-s2/ and sift-s2/ (the live teacher without
-and with sifting: 100 s and 60 s). Checks what lift.py reports: the lift against the same
+and with sifting: 100 s and 60 s; sift-b4-s2/, beta 4: 50 s). Checks what lift.py reports: the lift against the same
 seed (+1.00 points) and against all runs alone, the step-time ratio, the
 budgets from which the distilled student is ahead, and exit 2 with one line
 for a missing run and for a cache log without its closing line.
@@ -58,6 +58,7 @@ with open(os.path.join(work, "cache.log"), "w") as f:
 
 run("live-s2", [a + 0.01 for a in alone], 0.090)
 run("sift-s2", [a + 0.01 for a in alone[:6]], 0.060, final=0.865)  # 60 s instead of 100 s
+run("sift-b4-s2", [a + 0.01 for a in alone[:5]], 0.050, final=0.855)  # beta 4: 50 s
 
 lift = os.path.join(src, "analysis", "lift.py")
 failures = []
@@ -86,6 +87,7 @@ check("with the cache's pass not counted, at every budget;" in out, "ahead every
 check("amortised over S = 1, at every budget from 150 s on" in out, "behind until its end with the whole pass charged")
 check("amortised over S = 10, at every budget from 105 s on" in out, "ahead for good only after the alone's end at S = 10")
 check("Sifting: wall time -40.0 %, test top-1 -0.50 points." in out, "sifting against the live teacher")
+check("Sifting (beta 4): wall time -50.0 %, test top-1 -1.50 points." in out, "a second beta, named by its folder")
 check(os.path.getsize(os.path.join(work, "lift.png")) > 1000, "figure written")
 check(open(os.path.join(work, "lift.md")).read().rstrip("\n") == out.rstrip("\n"), "--out holds what was printed")
 
