@@ -7,7 +7,7 @@
 # Stages, each skipped when its result already exists (so the job can be
 # stopped and run again: a stopped training run resumes from its checkpoint):
 #   1. members: the ensemble's members, the student recipe trained alone
-#      (run.mode = "teacher") at seeds MEMBERS;
+#      (run.mode = "teacher") for MEMBER_EPOCHS epochs at seeds MEMBERS;
 #   2. cache:   `vitkd teacher-cache` with teacher.checkpoint = [the members],
 #      CACHE_EPOCHS epochs of views at seed CACHE_SEED; it logs the
 #      ensemble's own test top-1;
@@ -24,8 +24,9 @@
 #   jobs/lift.sh                  (needs build/vitkd and data/fmnist.h5)
 # Environment:
 #   OUT=runs/lift      where every run, its log and the report go
-#   MEMBERS="4 5 6"    seeds of the ensemble's members
-#   MEMBER_EPOCHS=32   train.epochs of the members (the students keep the config's)
+#   MEMBERS="7 8 9"    seeds of the ensemble's members
+#   MEMBER_EPOCHS=64   train.epochs of the members (the students keep the config's 32);
+#                      0.4.2's teacher was MEMBERS="4 5 6" MEMBER_EPOCHS=32
 #   SEEDS="2 3"        seeds of the students compared
 #   CACHE_SEED=1       seed of the cached views
 #   CACHE_EPOCHS=32    epochs of views (the students' train.epochs)
@@ -33,15 +34,15 @@
 #   SIFT_SEED=2        seed of the sifting comparison
 #   SIFT_BETAS=2       the sifting runs' betas (sift-s<N>/ for 2, sift-b<B>-s<N>/ otherwise)
 #   STAGES="members cache alone distill report"   (add "sift" for stage 5)
-# On 2 cores of an AMD EPYC (AVX512_BF16), each 32-epoch student run takes
-# about 13 minutes and the cache of 3 members 10 (the default stages: about
-# 100 minutes; the sift stage, a live ensemble, about 40 more).
+# On 2 cores of an AMD EPYC (AVX512_BF16), each 64-epoch member takes about
+# 26 minutes, the cache of 3 members 10, each 32-epoch student 13 (the default
+# stages: about 2 h 20 min; the sift stage, a live ensemble, about 40 more).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source jobs/env.sh
 OUT=${OUT:-runs/lift}
-MEMBERS=${MEMBERS:-4 5 6}
-MEMBER_EPOCHS=${MEMBER_EPOCHS:-32}
+MEMBERS=${MEMBERS:-7 8 9}
+MEMBER_EPOCHS=${MEMBER_EPOCHS:-64}
 SEEDS=${SEEDS:-2 3}
 CACHE_SEED=${CACHE_SEED:-1}
 CACHE_EPOCHS=${CACHE_EPOCHS:-32}
