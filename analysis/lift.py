@@ -145,7 +145,7 @@ def main():
         seeds = a.seeds.split()
         kd = [load_run(os.path.join(a.runs, f"distill-s{s}")) for s in seeds]
         runs_alone = [load_run(d) for d in sorted(
-            glob.glob(os.path.join(a.runs, "member-s*")) +
+            [d for d in glob.glob(os.path.join(a.runs, "member-s*")) if os.path.isdir(d)] +
             [d for d in (os.path.join(a.runs, f"alone-s{s}") for s in seeds) if os.path.isdir(d)])]
         # A member trained for another number of epochs than the students (a longer
         # schedule for a better teacher) is not the student alone.
@@ -232,8 +232,8 @@ def main():
     sift_seed = a.sift_seed or seeds[0]
     live = os.path.join(a.runs, f"live-s{sift_seed}")
     # sift-s<N>/: beta 2; sift-b<B>-s<N>/: beta B (jobs/lift.sh, SIFT_BETAS).
-    sifts = sorted(glob.glob(os.path.join(a.runs, f"sift-s{sift_seed}")) +
-                   glob.glob(os.path.join(a.runs, f"sift-b*-s{sift_seed}")))
+    sifts = sorted(d for d in glob.glob(os.path.join(a.runs, f"sift-s{sift_seed}")) +
+                   glob.glob(os.path.join(a.runs, f"sift-b*-s{sift_seed}")) if os.path.isdir(d))
     if os.path.isdir(live) and sifts:
         try:
             lv, svs = load_run(live), [load_run(d) for d in sifts]
