@@ -8,7 +8,7 @@ RUNS is the folder jobs/lift.sh writes: member-s<N>/ (the ensemble's members:
 the student recipe trained alone), alone-s<N>/ (the student alone at the
 compared seeds), distill-s<N>/ (the student distilled from the teacher-view
 cache) and cache.log (the log of `vitkd teacher-cache`). Each run folder holds
-the result.json of `vitkd train`: `test_top1`, `train_seconds` and
+the result.json of `vitkd train`: `test_top1`, `train_seconds`, `epochs` and
 `evaluations` (per evaluation `epoch`, `train_seconds`, `test_top1`).
 
 Every run of the student recipe without a teacher counts as "student alone":
@@ -55,12 +55,14 @@ def load_run(folder):
             r = json.load(fh)
         evals = [(float(e["train_seconds"]), float(e["test_top1"]), int(e["epoch"])) for e in r["evaluations"]]
         final = float(r["test_top1"])
+        epochs = int(r["epochs"])
         train_s = float(r["train_seconds"])
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise InputError(f"{path}: {e}")
     if not evals or final < 0:
         raise InputError(f"{path}: no evaluations (was train.final_eval off?)")
     return {"name": os.path.basename(folder), "final": final, "train_seconds": train_s, "evals": evals,
+            "epochs": epochs,
             "step_ms": median_step_ms(os.path.join(folder, "timing.h5")),
             "teacher_forwards": r.get("teacher_forwards"),
             "cache_read_s": r.get("teacher_cache_read_seconds"),
@@ -128,6 +130,24 @@ def ahead_from(kd, alone, offset):
     return start
 
 
+def longest_ahead(kd, alone, offset):
+    """The longest stretch of budgets (first, last, in s) over which the distilled mean is at or
+    above the alone mean at every budget, or None."""
+    budgets = sorted({t for r in alone for t, _, _ in r["evals"]} |
+                     {t + offset for r in kd for t, _, _ in r["evals"]})
+    best, start, last = None, None, None
+    for b in budgets:
+        k, a = mean_at(kd, b, offset), mean_at(alone, b)
+        if k is None or (a is not None and k < a):
+            start = None
+            continue
+        start = b if start is None else start
+        last = b
+        if best is None or last - start > best[1] - best[0]:
+            best = (start, last)
+    return best
+
+
 def pts(x):
     return f"{100 * x:+.2f}"
 
@@ -149,9 +169,9 @@ def main():
             [d for d in (os.path.join(a.runs, f"alone-s{s}") for s in seeds) if os.path.isdir(d)])]
         # A member trained for another number of epochs than the students (a longer
         # schedule for a better teacher) is not the student alone.
-        epochs = kd[0]["evals"][-1][2]
-        alone = [r for r in runs_alone if r["evals"][-1][2] == epochs]
-        other = [r for r in runs_alone if r["evals"][-1][2] != epochs]
+        epochs = kd[0]["epochs"]
+        alone = [r for r in runs_alone if r["epochs"] == epochs]
+        other = [r for r in runs_alone if r["epochs"] != epochs]
         if not alone:
             raise InputError(f"{a.runs}: no member-s*/ or alone-s*/ run of {epochs} epochs (the students alone)")
         # The same seeds as the distilled students, when run: the paired baseline, and the
@@ -175,7 +195,7 @@ def main():
     out.append("")
     if other:
         out.append("The teacher's members trained for another number of epochs (not counted as the student alone): " +
-                   "; ".join(f"{r['name']}, {r['evals'][-1][2]} epochs: {r['final']:.4f}" for r in other) + ".\n")
+                   "; ".join(f"{r['name']}, {r['epochs']} epochs: {r['final']:.4f}" for r in other) + ".\n")
     out.append(f"Mean: distilled {m_kd:.4f} (seeds {', '.join(seeds)}), alone at the same seeds "
                f"{m_paired:.4f}: lift **{pts(m_kd - m_paired)} points**; against all {len(alone)} runs alone "
                f"({m_alone:.4f}) {pts(m_kd - m_alone)} points; worst distilled minus best alone "
@@ -214,7 +234,9 @@ def main():
     def ahead_text(offset, base=paired):
         b = ahead_from(kd, base, offset)
         if b is None:
-            return "not at the end"
+            span = longest_ahead(kd, base, offset)
+            return ("behind at the end; never ahead" if span is None else
+                    f"behind at the end; ahead at every budget from {span[0]:.0f} s to {span[1]:.0f} s")
         first = min(t for r in base for t, _, _ in r["evals"])
         return "at every budget" if b <= first else f"at every budget from {b:.0f} s on"
     out.append("The distilled students (mean) are ahead of the students alone (mean): with the cache's pass "
@@ -269,7 +291,7 @@ def main():
                     lw=1, label="student alone" if r is paired[0] else None)
         for r in other:
             ax.plot([t / 60 for t, _, _ in r["evals"]], [v for _, v, _ in r["evals"]], ":", color="tab:gray",
-                    lw=1, label=f"student alone, {r['evals'][-1][2]} epochs (members)" if r is other[0] else None)
+                    lw=1, label=f"student alone, {r['epochs']} epochs (members)" if r is other[0] else None)
         for r in kd:
             for s, style in ((None, "-"), (students, "--")):
                 off = 0.0 if s is None else cache["seconds"] / s

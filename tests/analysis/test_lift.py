@@ -38,7 +38,7 @@ def run(name, accs, step_s, final=None):
     evals = [{"step": 10 * (i + 1), "epoch": i + 1, "samples_seen": 0, "train_seconds": 10.0 * (i + 1),
               "elapsed_seconds": 10.0 * (i + 1), "test_top1": a} for i, a in enumerate(accs)]
     json.dump({"test_top1": accs[-1] if final is None else final, "train_seconds": 10.0 * len(accs),
-               "steps": 100, "teacher_forwards": 0, "evaluations": evals}, open(os.path.join(d, "result.json"), "w"))
+               "steps": 100, "epochs": len(accs), "teacher_forwards": 0, "evaluations": evals}, open(os.path.join(d, "result.json"), "w"))
     with h5py.File(os.path.join(d, "timing.h5"), "w") as f:
         f.attrs["format"] = "vitkd-timing"
         f.attrs["format_version"] = 1
@@ -98,6 +98,13 @@ check("Sifting (beta 4): wall time -50.0 %, test top-1 -1.50 points." in out, "a
 png = os.path.join(work, "lift.png")
 check(os.path.exists(png) and os.path.getsize(png) > 1000, "figure written")
 check(open(os.path.join(work, "lift.md")).read().rstrip("\n") == out.rstrip("\n"), "--out holds what was printed")
+
+# A longer schedule that ends above the distilled student: behind at the end, ahead until then.
+shutil.rmtree(os.path.join(work, "member-s5"))
+run("member-s5", [0.50 + 0.018 * i for i in range(20)] + [0.99], 0.050)
+p = subprocess.run([sys.executable, lift, "--runs", work, "--seeds", "2"], capture_output=True, text=True)
+check("with the cache's pass not counted, behind at the end; ahead at every budget from 10 s to 200 s;" in p.stdout,
+      "behind a longer schedule at its end: the stretch where the distilled student is ahead")
 
 shutil.rmtree(os.path.join(work, "distill-s2"))
 p = subprocess.run([sys.executable, lift, "--runs", work, "--seeds", "2"], capture_output=True, text=True)
