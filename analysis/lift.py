@@ -113,17 +113,25 @@ def mean_at(runs, budget, offset=0.0):
     return None if any(v is None for v in vals) else statistics.mean(vals)
 
 
+def budgets_of(kd, alone, offset):
+    """Every evaluation time of either kind (the distilled ones shifted by `offset`), sorted."""
+    return sorted({t for r in alone for t, _, _ in r["evals"]} |
+                  {t + offset for r in kd for t, _, _ in r["evals"]})
+
+
+def behind(kd, alone, budget, offset):
+    """The distilled mean below the alone mean at `budget`; a kind without an evaluation yet is
+    behind one that has one."""
+    k, a = mean_at(kd, budget, offset), mean_at(alone, budget)
+    return a is not None and (k is None or k < a)
+
+
 def ahead_from(kd, alone, offset):
     """The earliest budget (s) from which on the distilled mean is at or above the alone mean at
-    every budget (every evaluation time of either kind) up to the end, or None. A kind without an
-    evaluation yet is behind one that has one."""
-    budgets = sorted({t for r in alone for t, _, _ in r["evals"]} |
-                     {t + offset for r in kd for t, _, _ in r["evals"]})
+    every budget (every evaluation time of either kind) up to the end, or None."""
     start = None
-    for b in budgets:
-        k, a = mean_at(kd, b, offset), mean_at(alone, b)
-        behind = a is not None and (k is None or k < a)
-        if behind:
+    for b in budgets_of(kd, alone, offset):
+        if behind(kd, alone, b, offset):
             start = None
         elif start is None:
             start = b
@@ -131,20 +139,16 @@ def ahead_from(kd, alone, offset):
 
 
 def longest_ahead(kd, alone, offset):
-    """The longest stretch of budgets (first, last, in s) over which the distilled mean is at or
-    above the alone mean at every budget, or None."""
-    budgets = sorted({t for r in alone for t, _, _ in r["evals"]} |
-                     {t + offset for r in kd for t, _, _ in r["evals"]})
-    best, start, last = None, None, None
-    for b in budgets:
-        k, a = mean_at(kd, b, offset), mean_at(alone, b)
-        if k is None or (a is not None and k < a):
+    """The longest stretch of budgets (first, last, in s) over which the distilled mean has an
+    evaluation and is at or above the alone mean at every budget, or None."""
+    best, start = None, None
+    for b in budgets_of(kd, alone, offset):
+        if behind(kd, alone, b, offset) or mean_at(kd, b, offset) is None:
             start = None
             continue
         start = b if start is None else start
-        last = b
-        if best is None or last - start > best[1] - best[0]:
-            best = (start, last)
+        if best is None or b - start > best[1] - best[0]:
+            best = (start, b)
     return best
 
 
