@@ -49,6 +49,19 @@ uint64_t message_hash(const std::string& s) {
 // so they are apart by far less, even oversubscribed). A rank that failed
 // alone waits this long before it prints and aborts the job.
 constexpr auto kCollectiveWait = std::chrono::seconds(5);
+
+// A launcher forwards each rank's output on its own schedule, and MPI_Abort
+// may tear the job down before it has: under MPICH's Hydra the message of a
+// rank that failed alone was sometimes lost entirely. The aborting rank
+// waits this long after printing, which the launcher needs at most
+// milliseconds for, even on an oversubscribed node.
+constexpr auto kForwardWait = std::chrono::seconds(1);
+
+[[noreturn]] void abort_job(int code) {
+  std::this_thread::sleep_for(kForwardWait);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; if it did, the rank still ends
+}
 }  // namespace
 
 void die(int code, const std::string& msg, bool collective) {
@@ -83,7 +96,7 @@ void die(int code, const std::string& msg, bool collective) {
         // Not every rank failed: this error was this rank's alone, and rank 0,
         // which would have printed it, never saw it.
         if (rank != 0) print_error(rank, true, msg);
-        MPI_Abort(MPI_COMM_WORLD, code);
+        abort_job(code);
       }
       // Every rank failed. Usually with the same message, printed by rank 0;
       // a message rank 0 did not have is printed by the lowest rank with it.
@@ -93,7 +106,7 @@ void die(int code, const std::string& msg, bool collective) {
       if (std::find(hashes.begin(), hashes.begin() + rank, mine) == hashes.begin() + rank && rank != 0)
         print_error(rank, true, msg);
     } else if (size > 1) {
-      MPI_Abort(MPI_COMM_WORLD, code);
+      abort_job(code);
     }
     MPI_Finalize();
   }

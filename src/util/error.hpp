@@ -52,14 +52,16 @@ class RuntimeError : public std::runtime_error {
 /// Prints "vitkd: error: <msg>" (prefixed with the rank when the world has
 /// more than one), flushes, and ends all ranks with exit code `code`. The
 /// message reaches the user exactly once:
-///  * `collective` = false: this rank prints "vitkd: error [rank r]: ..." and
-///    MPI_Abort ends every rank at once.
+///  * `collective` = false: this rank prints "vitkd: error [rank r]: ..." and,
+///    1 s later (for the launcher to forward the line), MPI_Abort ends every
+///    rank.
 ///  * `collective` = true (every rank should find the same error at the same
 ///    point): rank 0 prints at once; the ranks meet in a barrier with a 5 s
 ///    limit (MPI_Ibarrier). If all arrive they leave through MPI_Finalize with
 ///    `code` (a rank whose message differs from rank 0's prints it too). If
 ///    not, the error was not collective after all: a rank other than 0 prints
-///    its message with its rank, then MPI_Abort ends every rank with `code`.
+///    its message with its rank, then MPI_Abort (after the same 1 s) ends
+///    every rank with `code`.
 [[noreturn]] void die(int code, const std::string& msg, bool collective = false);
 
 /// Prints "vitkd: warning: <msg>" on stderr from the calling rank, whichever
