@@ -26,7 +26,7 @@ export MPI_TIMEOUT=120
 
 case_setup() {
   synthetic syn.h5 192 64 8 4 --seed 4
-  tiny_config tiny.toml "data.path=\"$WORK/syn.h5\"" train.max_steps=20 train.timing_every_steps=5 \
+  tiny_config tiny.toml "data.path=\"$WORK/syn.h5\"" 'precision.compute="auto"' train.max_steps=20 train.timing_every_steps=5 \
     checkpoint.every_steps=0 train.eval_every_epochs=0
 }
 
