@@ -21,13 +21,16 @@ cmake -S . -B build-mpich -G Ninja -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} \
   { cat build-mpich/configure.log; exit 1; }
 # Only what the MPI-labelled tests run.
 cmake --build build-mpich -j "$(nproc --all)" --target vitkd vitkd_mpi_tests
-# The binary must really be MPICH's.
-if ! ldd build-mpich/vitkd | grep -q libmpich; then
+# The binary must really be MPICH's. (ldd's output is kept first: piped into
+# `grep -q`, which exits at the first match, ldd could die of SIGPIPE, and
+# with pipefail the pipeline then failed although libmpich was there.)
+libs=$(ldd build-mpich/vitkd)
+if ! grep -q libmpich <<< "$libs"; then
   echo "lane mpich: build-mpich/vitkd does not link libmpich:" >&2
-  ldd build-mpich/vitkd | grep -iE "mpi|hdf5" >&2
+  grep -iE "mpi|hdf5" <<< "$libs" >&2
   exit 1
 fi
-if ldd build-mpich/vitkd | grep -q "libmpi.so"; then
+if grep -q "libmpi.so" <<< "$libs"; then
   echo "lane mpich: build-mpich/vitkd links OpenMPI's libmpi as well" >&2
   exit 1
 fi
