@@ -6,13 +6,24 @@
 1. spack.yaml (PyYAML): the environment lists every dependency and vitkd,
    unifies, has a view, and its "repos" entry is the in-tree repository.
 2. spack/repo/packages/vitkd/package.py, imported against small stand-ins for
-   Spack's package API defined below: class Vitkd(CMakePackage, CudaPackage),
+   Spack >= 1.0's package API defined below (spack.package and
+   spack_repo.builtin.build_systems): class Vitkd(CMakePackage, CudaPackage),
    its depends_on directives, and cmake_args() for ~cuda and +cuda.
+3. Where the recipe finds TorchConfig.cmake: a fake py-torch or LibTorch
+   prefix for each layout (site-packages, Debian's dist-packages,
+   share/cmake/Torch, lib*/cmake/Torch, lib/<triplet>/cmake/Torch), and one
+   error naming every place looked in when there is none.
+4. The recipe's depends_on/conflicts directives, evaluated by a small matcher
+   against concrete configurations: Serial, OpenMP and CUDA Kokkos accepted
+   where they should be (CUDA Kokkos: vitkd+cuda, the same cuda_arch, C++20),
+   C++20 compilers accepted and older ones refused.
+5. .gitignore covers what `spack -e .` writes (.spack-env/, spack.lock).
 
 Prints one summary line; exits 0 when everything holds, 1 otherwise (each
 failure on its own line), 2 on bad usage.
 """
 
+import fnmatch
 import importlib.util
 import os
 import re
@@ -160,14 +171,16 @@ class CudaPackage:
     cuda_arch_values = ("70", "80", "90")
 
 
-def make_spack_package_module():
+def make_spack_package_module(build_systems=True):
+    """spack.package; Spack >= 1.0's (build_systems=False) no longer has the
+    build-system classes (they moved to spack_repo.builtin.build_systems)."""
     mod = types.ModuleType("spack.package")
     names = {
-        "CMakePackage": CMakePackage,
-        "CudaPackage": CudaPackage,
         "InstallError": InstallError,
         "join_path": os.path.join,
     }
+    if build_systems:
+        names.update(CMakePackage=CMakePackage, CudaPackage=CudaPackage)
     for kind in ("version", "variant", "depends_on", "conflicts", "requires", "provides",
                  "maintainers", "license", "patch", "resource"):
         names[kind] = _directive(kind)
@@ -182,7 +195,7 @@ def install_standins(v2_classes=None):
         del sys.modules[name]
     spack = types.ModuleType("spack")
     spack.__path__ = []
-    spack.package = make_spack_package_module()
+    spack.package = make_spack_package_module(build_systems=v2_classes is None)
     sys.modules["spack"] = spack
     sys.modules["spack.package"] = spack.package
     if v2_classes is None:
@@ -200,7 +213,8 @@ def install_standins(v2_classes=None):
         sys.modules[m.__name__] = m
 
 
-def load_recipe(path, v2_classes=None):
+def load_recipe(path, v2_classes=(CMakePackage, CudaPackage)):
+    """Imports the recipe; by default with Spack >= 1.0's spack_repo modules."""
     DIRECTIVES.clear()
     install_standins(v2_classes)
     modname = "vitkd_recipe_v2" if v2_classes else "vitkd_recipe_v1"
@@ -292,21 +306,189 @@ def defines(args):
     return out
 
 
+# Where py-torch or LibTorch prefixes keep TorchConfig.cmake (relative paths).
+TORCH_LAYOUTS = (
+    ("pip-site-packages", "lib/python3.12/site-packages/torch/share/cmake/Torch"),
+    ("debian-python3-torch", "lib/python3/dist-packages/torch/share/cmake/Torch"),
+    ("libtorch-zip", "share/cmake/Torch"),
+    ("cmake-install-lib", "lib/cmake/Torch"),
+    ("cmake-install-lib64", "lib64/cmake/Torch"),
+    ("debian-libtorch-dev", "lib/x86_64-linux-gnu/cmake/Torch"),
+    ("aarch64-triplet", "lib/aarch64-linux-gnu/cmake/Torch"),
+)
+
+
+def make_torch_at(prefix, rel):
+    torch_dir = os.path.join(prefix, rel)
+    os.makedirs(torch_dir, exist_ok=True)
+    with open(os.path.join(torch_dir, "TorchConfig.cmake"), "w") as f:
+        f.write("# stand-in\n")
+    return torch_dir
+
+
+# ---------------------------------------------------------------------------
+# 4. A small matcher for the recipe's spec strings, against concrete
+#    configurations: vitkd's variants, one Kokkos node and the compiler.
+#    It knows variants (+v ~v k=v), ^dependency and %compiler@range clauses:
+#    what the recipe's Kokkos and compiler directives use.
+# ---------------------------------------------------------------------------
+def parse_spec(text):
+    """'kokkos+cuda cuda_arch=90 ^cuda@12: %gcc@:9' ->
+    [('root', 'kokkos', None, {...}), ('dep', 'cuda', '12:', {}), ('compiler', 'gcc', ':9', {})]."""
+    clauses = []
+    kind = "root"
+    for chunk in re.findall(r"[\^%]?[^\s^%]+", text.strip()):
+        if chunk[0] in "^%":
+            kind = "dep" if chunk[0] == "^" else "compiler"
+            chunk = chunk[1:]
+            clauses.append([kind, "", None, {}])
+        elif not clauses:
+            clauses.append(["root", "", None, {}])
+        cur = clauses[-1]
+        m = re.match(r"([A-Za-z][A-Za-z0-9_-]*)?(@[^\s+~]*)?(.*)$", chunk)
+        if "=" in chunk and not chunk.startswith(("+", "~")):
+            key, value = chunk.split("=", 1)
+            cur[3][key] = value
+            continue
+        name, version, rest = m.groups()
+        if name:
+            cur[1] = name
+        if version:
+            cur[2] = version[1:]
+        for sign, var in re.findall(r"([+~])([A-Za-z0-9_]+)", rest or ""):
+            cur[3][var] = sign == "+"
+    return [tuple(c) for c in clauses]
+
+
+def version_in(version, rng):
+    """'12.2.0' in '10:' / ':9' / '9.1:9.4' (Spack's prefix semantics)."""
+    have = tuple(int(x) for x in version.split("."))
+    lo, _, hi = rng.partition(":") if ":" in rng else (rng, "", rng)
+    lo = tuple(int(x) for x in lo.split(".")) if lo else None
+    hi = tuple(int(x) for x in hi.split(".")) if hi else None
+    return (lo is None or have[:len(lo)] >= lo) and (hi is None or have[:len(hi)] <= hi)
+
+
+def node_matches(node, variants, version=None):
+    if node is None:
+        return False
+    if version is not None and not version_in(node.get("@", "0"), version):
+        return False
+    for key, want in variants.items():
+        have = node.get(key, False if isinstance(want, bool) else None)
+        if isinstance(want, bool):
+            if bool(have) != want:
+                return False
+        elif want not in ([str(h) for h in have] if isinstance(have, (list, tuple)) else [str(have)]):
+            return False
+    return True
+
+
+def config_matches(config, text, root="vitkd"):
+    """Does the configuration satisfy the spec `text`, read as a constraint on `root`?"""
+    for kind, name, version, variants in parse_spec(text or ""):
+        if kind == "root":
+            node = config.get(name or root)
+        elif kind == "dep":
+            node = config.get(name)
+        else:
+            compiler_name, compiler_version = config["%"]
+            if name != compiler_name or (version and not version_in(compiler_version, version)):
+                return False
+            continue
+        if not node_matches(node, variants, version):
+            return False
+    return True
+
+
+def violations(config, directives):
+    """The directives a configuration breaks: conflicts that hold, and
+    depends_on (on a node the configuration has) or requires that do not."""
+    out = []
+    for kind, args, kwargs in directives:
+        when = kwargs.get("when") or ""
+        if kind not in ("conflicts", "depends_on", "requires") or not args:
+            continue
+        if not config_matches(config, when):
+            continue
+        if kind == "conflicts" and config_matches(config, args[0]):
+            out.append(f"conflicts({args[0]!r}, when={when!r})")
+        elif kind == "requires" and not any(config_matches(config, a) for a in args):
+            out.append(f"requires{args!r} when={when!r}")
+        elif kind == "depends_on":
+            name = spec_name(args[0])
+            if name in config and not config_matches(config, args[0], root=name):
+                out.append(f"depends_on({args[0]!r}, when={when!r})")
+    return out
+
+
+def kokkos(**variants):
+    node = {"@": "4.6.2", "cxxstd": "17", "serial": True}
+    node.update(variants)
+    return node
+
+
+# label, vitkd variants, kokkos node, compiler, accepted?
+CONSTRAINT_CASES = [
+    ("~cuda, Serial Kokkos (Spack's default)", {}, kokkos(), ("gcc", "12.2.0"), True),
+    ("~cuda, Debian's Kokkos 3.4 (Serial, C++14)", {}, kokkos(**{"@": "3.4.1", "cxxstd": "14"}),
+     ("gcc", "12.2.0"), True),
+    ("~cuda, OpenMP Kokkos", {}, kokkos(serial=False, openmp=True), ("gcc", "12.2.0"), True),
+    ("~cuda, OpenMP Kokkos, C++20", {}, kokkos(serial=False, openmp=True, cxxstd="20"),
+     ("gcc", "12.2.0"), True),
+    ("+cuda cuda_arch=90, Serial Kokkos", {"cuda": True, "cuda_arch": ("90",)}, kokkos(),
+     ("gcc", "12.2.0"), True),
+    ("+cuda cuda_arch=90, OpenMP Kokkos", {"cuda": True, "cuda_arch": ("90",)},
+     kokkos(serial=False, openmp=True), ("gcc", "12.2.0"), True),
+    ("+cuda cuda_arch=90, CUDA Kokkos cuda_arch=90 C++20 +cuda_lambda+wrapper",
+     {"cuda": True, "cuda_arch": ("90",)},
+     kokkos(cuda=True, cuda_arch="90", cxxstd="20", cuda_lambda=True, wrapper=True), ("gcc", "12.2.0"), True),
+    ("~cuda, Serial Kokkos, %gcc@10.5", {}, kokkos(), ("gcc", "10.5.0"), True),
+    ("~cuda, Serial Kokkos, %clang@16", {}, kokkos(), ("clang", "16.0.6"), True),
+    ("~cuda, CUDA Kokkos (would need a GPU to start)", {},
+     kokkos(cuda=True, cuda_arch="90", cxxstd="20", cuda_lambda=True, wrapper=True), ("gcc", "12.2.0"), False),
+    ("+cuda cuda_arch=90, CUDA Kokkos cuda_arch=80", {"cuda": True, "cuda_arch": ("90",)},
+     kokkos(cuda=True, cuda_arch="80", cxxstd="20", cuda_lambda=True, wrapper=True), ("gcc", "12.2.0"), False),
+    ("+cuda cuda_arch=90, CUDA Kokkos with cxxstd=17", {"cuda": True, "cuda_arch": ("90",)},
+     kokkos(cuda=True, cuda_arch="90", cxxstd="17", cuda_lambda=True, wrapper=True), ("gcc", "12.2.0"), False),
+    ("+cuda cuda_arch=90, CUDA Kokkos without device lambdas", {"cuda": True, "cuda_arch": ("90",)},
+     kokkos(cuda=True, cuda_arch="90", cxxstd="20", cuda_lambda=False, wrapper=True), ("gcc", "12.2.0"), False),
+    ("+cuda cuda_arch=90, CUDA Kokkos +cmake_lang", {"cuda": True, "cuda_arch": ("90",)},
+     kokkos(cuda=True, cuda_arch="90", cxxstd="20", cuda_lambda=True, cmake_lang=True), ("gcc", "12.2.0"), False),
+    ("+cuda cuda_arch=none", {"cuda": True, "cuda_arch": ("none",)}, kokkos(), ("gcc", "12.2.0"), False),
+    ("~cuda, %gcc@9.4 (no C++20)", {}, kokkos(), ("gcc", "9.4.0"), False),
+    ("~cuda, %gcc@8.5 (no C++20)", {}, kokkos(), ("gcc", "8.5.0"), False),
+    ("~cuda, %clang@9 (no C++20)", {}, kokkos(), ("clang", "9.0.1"), False),
+]
+
+
+def check_constraints(where, directives):
+    for label, vitkd_variants, kokkos_node, compiler, accepted in CONSTRAINT_CASES:
+        config = {"vitkd": dict({"cuda": False, "cuda_arch": ("none",)}, **vitkd_variants),
+                  "kokkos": kokkos_node, "%": compiler}
+        broken = violations(config, directives)
+        if accepted:
+            check(not broken, f"{where}: {label}: should be accepted, but breaks {broken}")
+        else:
+            check(broken, f"{where}: {label}: should be refused, but no directive refuses it")
+    return len(CONSTRAINT_CASES)
+
+
 def check_recipe(src):
     path = os.path.join(src, "spack", "repo", "packages", "vitkd", "package.py")
     if not check(os.path.isfile(path), f"{path}: no such file"):
-        return 0, 0
+        return 0, 0, 0
     where = os.path.relpath(path, src)
     try:
         module, directives = load_recipe(path)
     except Exception:
         FAILURES.append(f"{where}: import against the Spack stand-ins failed:\n"
                         + traceback.format_exc(limit=3).rstrip())
-        return 0, 0
+        return 0, 0, 0
 
     cls = getattr(module, "Vitkd", None)
     if not check(isinstance(cls, type), f"{where}: no class Vitkd"):
-        return 0, 0
+        return 0, 0, 0
     check(issubclass(cls, CMakePackage) and issubclass(cls, CudaPackage),
           f"{where}: Vitkd must derive from CMakePackage and CudaPackage (bases: {cls.__bases__})")
     check((cls.__doc__ or "").strip(), f"{where}: Vitkd has no docstring")
@@ -334,9 +516,22 @@ def check_recipe(src):
     check(any(n == "nccl" and "+cuda" in spec_tokens(w) for n, _, w, _ in deps),
           f"{where}: no depends_on('nccl', when='+cuda')")
     check("nccl" not in uncond, f"{where}: nccl must only be a dependency when +cuda")
-    # Kokkos runs the host kernels threaded (Spack's default Kokkos is Serial).
-    check("+openmp" in spec_tokens(uncond.get("kokkos", "")),
-          f"{where}: kokkos dependency must ask for +openmp (got {uncond.get('kokkos')!r})")
+    # Kokkos: any backend the code can use (Serial, OpenMP, CUDA); the
+    # unconditional dependency names none (spack.yaml prefers +openmp).
+    backends = {t for t in spec_tokens(uncond.get("kokkos", ""))
+                if t.lstrip("+~") in ("serial", "openmp", "threads", "cuda")}
+    check(not backends, f"{where}: depends_on({uncond.get('kokkos')!r}) requires a Kokkos backend "
+          f"({sorted(backends)}); Serial, OpenMP and CUDA Kokkos must all be accepted")
+    doc = cls.__doc__ or ""
+    check("C++20" in doc and "C++17" not in doc,
+          f"{where}: the docstring must say C++20 (CMakeLists.txt requires it), not C++17")
+    with open(path) as f:
+        text = f.read()
+    check(re.search(r"Spack\s*>=\s*1\.0", text),
+          f"{where}: must say it needs Spack >= 1.0 (tomlplusplus, spack_repo.builtin)")
+    check(not re.search(r"Spack 0\.x(?! is not)", text) or "not supported" in text,
+          f"{where}: claims Spack 0.x support")
+    nconfigs = check_constraints(where, directives)
     # The test suite's Python modules are declared (type="test").
     test_deps = {n for n, _, _, t in deps if t in ("test", ("test",))}
     for module in ("python", "py-numpy", "py-h5py", "py-matplotlib", "py-pyyaml", "py-pillow",
@@ -365,6 +560,14 @@ def check_recipe(src):
             ("~cuda", False, False, OldTorch(), old_prefix, old_torch),
             ("+cuda cuda_arch=90", True, True, ModernTorch(), modern_prefix, modern_torch),
         ]
+        # The layouts of a py-torch or LibTorch prefix (external or not), each
+        # found by a recipe whose py-torch package names no cmake_prefix_paths.
+        for layout, rel in TORCH_LAYOUTS:
+            prefix = os.path.join(tmp, "torch-" + layout)
+            want = make_torch_at(prefix, rel)
+            if layout == "debian-libtorch-dev":  # python3-torch too, without a CMake package
+                os.makedirs(os.path.join(prefix, "lib/python3/dist-packages/torch/lib"))
+            cases.append((f"~cuda, {layout} ({rel})", False, False, types.SimpleNamespace(), prefix, want))
         for label, cuda, run_tests, tpkg, tprefix, want_torch in cases:
             spec = fake_spec(tmp, cuda, tpkg, tprefix)
             try:
@@ -392,15 +595,24 @@ def check_recipe(src):
                 check(d.get("NCCL_ROOT", ("", None))[1] == spec["nccl"].prefix,
                       f"{label}: NCCL_ROOT should point at the nccl prefix ({args})")
 
-        # No TorchConfig.cmake anywhere: a clear error, not a silent bad build.
+        # No TorchConfig.cmake anywhere: one clear error naming every place
+        # looked in (each layout's, once), not a silent bad build.
         empty = os.path.join(tmp, "py-torch-empty")
-        os.makedirs(empty)
+        os.makedirs(os.path.join(empty, "lib", "python3", "dist-packages", "torch"))
+        os.makedirs(os.path.join(empty, "lib", "x86_64-linux-gnu"))
         try:
-            cls(fake_spec(tmp, False, types.SimpleNamespace(), empty)).cmake_args()
+            cls(fake_spec(tmp, False, OldTorch(), empty)).cmake_args()
             FAILURES.append(f"{where}: cmake_args() accepted a py-torch without TorchConfig.cmake")
         except Exception as e:
-            check("TorchConfig.cmake" in str(e),
-                  f"{where}: missing Torch should name TorchConfig.cmake in its error, got: {e!r}")
+            msg = str(e)
+            check("TorchConfig.cmake" in msg and msg.count("\n") == 0,
+                  f"{where}: missing Torch should be one line naming TorchConfig.cmake, got: {msg!r}")
+            places = [p.rstrip(".") for p in re.findall(re.escape(empty) + r"/[^\s;,]*", msg)]
+            check(len(places) == len(set(places)), f"{where}: missing Torch lists a place twice: {msg}")
+            for layout, rel in TORCH_LAYOUTS:
+                target = os.path.join(empty, rel)
+                check(any(fnmatch.fnmatchcase(target, p) for p in places),
+                      f"{where}: missing Torch: the error does not name {rel} ({layout}) among {places}")
 
     # Spack >= 1.0: the base classes come from spack_repo.builtin.build_systems.
     class CMakePackageV2(CMakePackage):
@@ -420,7 +632,19 @@ def check_recipe(src):
     finally:
         for name in [m for m in sys.modules if m == "spack" or m.startswith(("spack.", "spack_repo"))]:
             del sys.modules[name]
-    return len(deps), runs
+    return len(deps), runs, nconfigs
+
+
+def check_gitignore(src):
+    """`spack -e .` writes .spack-env/ and spack.lock into the checkout."""
+    path = os.path.join(src, ".gitignore")
+    lines = []
+    if os.path.isfile(path):
+        with open(path) as f:
+            lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
+    for name, forms in ((".spack-env/", (".spack-env", ".spack-env/", "/.spack-env", "/.spack-env/")),
+                        ("spack.lock", ("spack.lock", "/spack.lock"))):
+        check(any(ln in forms for ln in lines), f".gitignore: does not cover {name} (spack -e . writes it)")
 
 
 def main(argv):
@@ -429,7 +653,8 @@ def main(argv):
         return 2
     src = os.path.abspath(argv[1])
     env = check_environment(src)
-    ndeps, runs = check_recipe(src)
+    ndeps, runs, nconfigs = check_recipe(src)
+    check_gitignore(src)
     if FAILURES:
         for f in FAILURES:
             print(f"FAIL: {f}", file=sys.stderr)
@@ -438,7 +663,8 @@ def main(argv):
     nspecs = len((env or {}).get("specs") or [])
     print(f"check_spack: OK: spack.yaml ({nspecs} specs, unify, view, repo 'vitkd'); "
           f"package.py Vitkd(CMakePackage, CudaPackage) with {ndeps} depends_on; "
-          f"cmake_args checked for ~cuda/+cuda ({runs} runs), missing Torch, Spack 0.x/1.x imports")
+          f"cmake_args checked for ~cuda/+cuda and the Torch layouts ({runs} runs), missing Torch; "
+          f"{nconfigs} Kokkos/compiler configurations; Spack 1.x import; .gitignore")
     return 0
 
 
