@@ -8,6 +8,10 @@
 #   cancel              scancel: CANCELLED, not requeued, the last checkpoint intact
 #   usr1_in_start_up    SIGUSR1 while the ranks start (before MPI_Init): not lost, the job
 #                       checkpoints after its first step, requeues and completes
+#   usr1_at_start       SIGUSR1 to the batch shell as soon as it prints its first line, and
+#                       0.3, 1 and 2 s later (srun starting the step, the ranks loading
+#                       LibTorch before main): never a task killed by the signal; each job
+#                       checkpoints (exit 75), requeues once and completes
 #   time_limit          --time=2 with --signal=B:USR1@100: Slurm's own warning, requeue,
 #                       resume, COMPLETED
 #   missing_plugin      SLURM_MPI_TYPE naming a plugin Slurm lacks: srun's error and one vitkd line
@@ -18,13 +22,15 @@
 # A requeued job waits for the job credential to expire (BeginTime), 120 s
 # unless AuthInfo sets cred_expire: 10 s here. (Moving its start earlier with
 # scontrol update StartTime=now makes Slurm kill it: "Job credential revoked".)
-# Environment: VITKD, SRC, PYTHON (CTest sets them, as for tests/e2e_*.sh).
+# Environment: VITKD, SRC, PYTHON (CTest sets them, as for tests/e2e_*.sh);
+# VITKD_SLURM_SCRIPT: another job script to test than $SRC/jobs/slurm.sbatch.
 #   slurm_cluster.sh WORK
 source "$(dirname "$0")/lib/common.sh"
 [ $# -eq 1 ] || fail "usage: $0 WORK"
 : "${VITKD:?}" "${SRC:?}" "${PYTHON:?}"
 WORK=$1
 T0=$(date +%s)
+SCRIPT=${VITKD_SLURM_SCRIPT:-$SRC/jobs/slurm.sbatch}
 
 skip() {
   echo "SKIP: $* (the real Slurm test)"
@@ -142,7 +148,7 @@ submit() {
   while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
   shift
   (cd "$W" && VITKD="$W/vitkd-first-run" sbatch --parsable -J "$name" -o "$W/$name.out" "${opts[@]}" \
-     "$SRC/jobs/slurm.sbatch" "$@")
+     "$SCRIPT" "$@")
 }
 field() { scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 # wait_out JOB PATTERN [N]: until the job's output holds N (default 1) lines
@@ -205,6 +211,20 @@ u1=$(FIRST_RUN=VITKD_TEST_SLOW_RANK=0:150 submit usr1_mid_run -- cfg.toml --set 
 cn=$(FIRST_RUN=VITKD_TEST_SLOW_RANK=0:300 submit cancel -- cfg.toml --set run.out_dir=run/cancel) || fail "sbatch"
 mp=$(SLURM_MPI_TYPE=pmix_v9 submit missing_plugin -- cfg.toml --set run.out_dir=run/plugin) || fail "sbatch"
 nc=$(submit no_configuration --) || fail "sbatch"
+# usr1_at_start: one job per delay, each signalled by a watcher of its own.
+AT_START_DELAYS=(0 0.3 1 2)
+at_start=() watchers=()
+for d in "${AT_START_DELAYS[@]}"; do
+  id=$(submit "usr1_at_start_$d" -- cfg.toml --set run.out_dir="run/at_start_$d" --set train.epochs=1) ||
+    fail "sbatch"
+  at_start+=("$id")
+  (
+    for _ in $(seq 3000); do grep -q "^vitkd job" "usr1_at_start_$d.out" 2> /dev/null && break; sleep 0.02; done
+    sleep "$d"
+    scancel --signal=USR1 --batch "$id"
+  ) &
+  watchers+=($!)
+done
 
 # usr1_in_start_up: the signal comes while every rank pauses before MPI_Init.
 wait_out "$st" "test fault: start-up pause" 2  # both ranks are in main
@@ -250,6 +270,18 @@ finish "$nc" FAILED
   grep -q "^usage: sbatch jobs/slurm.sbatch CONFIG.toml" no_configuration.out ||
   { cat no_configuration.out; fail "no_configuration: exit $(field "$nc" ExitCode), not one usage line and 2"; }
 echo "ok: no_configuration"
+
+for w in "${watchers[@]}"; do wait "$w"; done
+for i in "${!AT_START_DELAYS[@]}"; do
+  d=${AT_START_DELAYS[i]}
+  out=usr1_at_start_$d.out
+  finish "${at_start[i]}" COMPLETED 1
+  ! grep -q "User defined signal\|Terminated" "$out" || { cat "$out"; fail "usr1_at_start ($d s): a task killed by the signal"; }
+  grep -q "^vitkd job: checkpointed before the time limit; requeueing" "$out" ||
+    { cat "$out"; fail "usr1_at_start ($d s): no checkpoint and requeue"; }
+  [ "$(json_get "run/at_start_$d/result.json" epochs)" = 1 ] || fail "usr1_at_start ($d s): the requeued run did not finish"
+done
+echo "ok: usr1_at_start (SIGUSR1 at ${AT_START_DELAYS[*]} s after the job's first line: checkpoint, requeue, COMPLETED)"
 
 finish "$tl" COMPLETED 1+
 grep -q "vitkd job: time limit near" time_limit.out || { cat time_limit.out; fail "time_limit: no warning"; }
