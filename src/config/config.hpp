@@ -91,7 +91,7 @@ struct PathList {
   X(dist, overlap, bool, true, "start bucket reduce-scatters during backward")              \
   X(dist, sharding, std::string, "zero1", "\"zero1\" (sharded AdamW) or \"none\" (allreduce baseline)") \
   X(precision, compute, std::string, "auto",                                                \
-    "\"auto\" (bf16 on a GPU and on CPUs whose bf16 matrix products are really faster than fp32, fp32 elsewhere), \"bf16\" (autocast matmuls) or \"fp32\"") \
+    "\"auto\" (bf16 on a GPU and on CPUs with native bf16, AVX512_BF16 or AMX; fp32 elsewhere; a resumed run keeps its checkpoint's), \"bf16\" (autocast matmuls) or \"fp32\"") \
   X(precision, reduce, std::string, "fp32",                                                 \
     "gradient reduce-scatter type: \"fp32\", \"bf16\", or \"auto\" (the compute precision chosen)") \
   X(checkpoint, every_steps, int64_t, 1000, "write out_dir/checkpoint.h5 every N steps (0 = only at the end)") \

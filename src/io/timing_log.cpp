@@ -137,6 +137,12 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
       // cached chunk flushed after the next collective write would put the
       // old rows back over the new ones.
       truncate_rows(file_, written_, evals_written_);
+      // A resumed run may compute in another precision (an explicit
+      // precision.compute over the checkpoint's): the attributes name the
+      // precision of the run that appends, the one that wrote last.
+      h5_attr_write(file_, "gemm_bf16_flops_per_core", a.gemm_bf16_flops_per_core);
+      h5_attr_write(file_, "gemm_flops_per_core", a.gemm_bf16_flops_per_core);
+      h5_attr_write(file_, "compute", a.compute);
       cpu_times(&last_user_, &last_sys_);
       return;
     }

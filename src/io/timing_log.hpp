@@ -12,7 +12,9 @@
 //   parameters, teacher_parameters, flops_per_sample, bytes_per_rank,
 //   gemm_bf16_flops_per_core (the MFU ceiling, in `compute`'s precision despite
 //   its name, kept for older readers), gemm_flops_per_core (the same value),
-//   compute ("bf16" | "fp32": the precision the run computed in), threads_per_rank
+//   compute ("bf16" | "fp32": the precision the run computed in; after a resume
+//   in another precision, that of the run that appended last, as are the two
+//   gemm ceilings), threads_per_rank
 // Rows are buffered and appended every `flush_every` steps: the datasets are
 // extended collectively, each rank writes its own [k, 1, phases] hyperslab,
 // rank 0 writes the metrics.

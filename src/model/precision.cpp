@@ -1,6 +1,8 @@
 #include "model/precision.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -72,10 +74,38 @@ std::string cpu_bf16_flags() {
   return "unknown";
 }
 
-PrecisionChoice decide_precision(const std::string& compute, const std::string& reduce, bool gpu,
-                                 double bf16_over_fp32, double probe_seconds, const std::string& cpu_flags) {
+namespace {
+
+// oneDNN ISA names (ONEDNN_MAX_CPU_ISA) that stop below native bf16
+// products; any other value (AVX512_CORE_BF16, AVX512_CORE_AMX, ALL, ...)
+// leaves them on.
+bool caps_below_bf16(std::string isa) {
+  for (char& c : isa) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const char* low : {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"})
+    if (isa == low) return true;
+  return false;
+}
+
+}  // namespace
+
+bool bf16_is_native(const std::string& cpu_flags, const std::string& onednn_isa_cap) {
+  std::istringstream words(cpu_flags);
+  bool flag = false;
+  for (std::string w; words >> w;) flag = flag || w == "avx512_bf16" || w == "amx_bf16";
+  return flag && !caps_below_bf16(onednn_isa_cap);
+}
+
+std::string onednn_isa_cap() {
+  for (const char* name : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})
+    if (const char* v = std::getenv(name); v && *v) return v;
+  return "";
+}
+
+PrecisionChoice decide_precision(const std::string& compute, const std::string& reduce, bool gpu, bool native,
+                                 double bf16_over_fp32, double probe_seconds, const std::string& cpu_why) {
   PrecisionChoice p;
   p.requested = compute;
+  p.native_bf16 = gpu || native;
   if (compute == "fp32") {
     p.compute = "fp32";
     p.why = "as configured";
@@ -85,13 +115,18 @@ PrecisionChoice decide_precision(const std::string& compute, const std::string& 
   } else {
     p.bf16_over_fp32 = bf16_over_fp32;
     p.probe_seconds = probe_seconds;
-    const bool fast = bf16_over_fp32 >= kBf16Advantage;
-    p.compute = compute == "bf16" || fast ? "bf16" : "fp32";
+    const bool fails = probe_seconds > 0 && bf16_over_fp32 <= 0;
     const std::string measured =
-        (bf16_over_fp32 > 0 ? "bf16 matrix products " + fmt("%.2f", bf16_over_fp32) + "x fp32"
-                            : std::string("bf16 matrix products fail in LibTorch here")) +
-        " in a " + fmt("%.2f", probe_seconds) + " s probe; CPU bf16 flags: " + cpu_flags;
-    p.why = compute == "auto" ? "auto: " + measured : "as configured; " + measured;
+        fails ? std::string("bf16 matrix products fail in LibTorch here")
+              : "bf16 matrix products " + fmt("%.2f", bf16_over_fp32) + "x fp32 in a " + fmt("%.2f", probe_seconds) +
+                    " s probe";
+    if (compute == "auto") {
+      p.compute = native && !fails ? "bf16" : "fp32";
+      p.why = "auto: " + cpu_why + (native ? ", native bf16" : ", no native bf16") + "; " + measured;
+    } else {
+      p.compute = "bf16";
+      p.why = "as configured; " + cpu_why + "; " + measured;
+    }
   }
   p.reduce = reduce == "auto" ? p.compute : reduce;
   return p;
@@ -100,22 +135,39 @@ PrecisionChoice decide_precision(const std::string& compute, const std::string& 
 PrecisionChoice choose_precision(const std::string& compute, const std::string& reduce,
                                  const torch::Device& device) {
   if (compute == "fp32" || device.is_cuda())
-    return decide_precision(compute, reduce, device.is_cuda(), 0, 0, "");
+    return decide_precision(compute, reduce, device.is_cuda(), device.is_cuda(), 0, 0, "");
   // 0.2 s at most per rank: a fast bf16 unit answers in a few ms, an
-  // emulated one (about 30 ms a call) in two or three calls.
+  // emulated one (about 30 ms a call) in two or three calls. The ratio
+  // describes; only a failing bf16 product changes the choice.
   double seconds = 0;
   const double mine = probe_bf16_over_fp32(0.2, &seconds);
   const double slowest = -allreduce_max(-mine);  // the same on every rank
-  return decide_precision(compute, reduce, false, slowest, allreduce_max(seconds), cpu_bf16_flags());
+  const std::string flags = cpu_bf16_flags(), cap = onednn_isa_cap();
+  const bool native = -allreduce_max(bf16_is_native(flags, cap) ? -1.0 : 0.0) > 0;  // every rank native
+  const std::string cpu_why = "CPU bf16 flags: " + flags + (cap.empty() ? "" : ", oneDNN capped at " + cap);
+  return decide_precision(compute, reduce, false, native, slowest, allreduce_max(seconds), cpu_why);
 }
 
 std::string precision_warning(const PrecisionChoice& p) {
-  if (p.requested != "bf16" || p.probe_seconds <= 0 || p.bf16_over_fp32 >= kBf16Advantage) return "";
+  if (p.probe_seconds <= 0) return "";  // fp32 as configured, or a GPU
+  const std::string ratio = fmt("%.2f", p.bf16_over_fp32) + "x";
+  if (p.requested == "auto") {
+    if (p.bf16_over_fp32 <= 0) return "";  // bf16 fails: fp32, as the start-up line says
+    if (p.native_bf16 && p.bf16_over_fp32 < kBf16Contradiction)
+      return "precision.compute = \"auto\" chose bf16 for this CPU's native bf16, but bf16 matrix products "
+             "measured " + ratio + " fp32 here (a busy machine reads low); if that persists, set "
+             "precision.compute = \"fp32\"";
+    if (!p.native_bf16 && p.bf16_over_fp32 >= kBf16Advantage)
+      return "precision.compute = \"auto\" chose fp32 (no native bf16 known here), but bf16 matrix products "
+             "measured " + ratio + " fp32; set precision.compute = \"bf16\" to use them";
+    return "";
+  }
+  if (p.requested != "bf16" || p.bf16_over_fp32 >= kBf16Advantage) return "";
   if (p.bf16_over_fp32 <= 0)
     return "precision.compute = \"bf16\", but LibTorch cannot multiply bf16 matrices on this CPU "
            "(as configured it may be restricted below bf16 support); set precision.compute = \"auto\" or \"fp32\"";
-  return "precision.compute = \"bf16\" on a CPU whose bf16 matrix products run at " +
-         fmt("%.2f", p.bf16_over_fp32) + "x the fp32 rate (bf16 is emulated here); training will be slow; "
+  return "precision.compute = \"bf16\" on a CPU whose bf16 matrix products run at " + ratio +
+         " the fp32 rate (bf16 is emulated here); training will be slow; "
          "set precision.compute = \"auto\" or \"fp32\"";
 }
 

@@ -61,6 +61,38 @@ std::string choose_resume(const Config& cfg, ViT& model, int64_t numel) {
   return broadcast_string(chosen);
 }
 
+void keep_resumed_precision(const Config& cfg, PrecisionChoice& p) {
+  std::string path, recorded;
+  if (world().root() && cfg.checkpoint_resume != "never") {
+    if (cfg.checkpoint_resume == "auto") {
+      const auto cands = checkpoint_candidates(cfg.run_out_dir);
+      if (!cands.empty()) path = cands.front();
+    } else {
+      path = cfg.checkpoint_resume;
+    }
+    try {
+      if (!path.empty()) recorded = read_checkpoint_info(path).compute;
+    } catch (const std::exception&) {
+      // choose_resume validates the file and reports what is wrong with it.
+    }
+  }
+  path = broadcast_string(path);
+  recorded = broadcast_string(recorded);
+  if ((recorded != "bf16" && recorded != "fp32") || recorded == p.compute) return;
+  if (p.requested != "auto") {
+    log0("precision: computing in %s as configured (precision.compute); %s was computed in %s\n",
+         p.compute.c_str(), path.c_str(), recorded.c_str());
+    return;
+  }
+  const bool bf16_fails = p.probe_seconds > 0 && p.bf16_over_fp32 <= 0;
+  if (recorded == "bf16" && bf16_fails) return;  // the start-up line says why fp32
+  p.why = "auto: kept from " + path + ", which was computed in " + recorded + " (here auto alone would choose " +
+          p.compute + "; set precision.compute to change it); " + p.why.substr(p.why.find(':') + 2);
+  const bool reduce_follows = p.reduce == p.compute && cfg.precision_reduce == "auto";
+  p.compute = recorded;
+  if (reduce_follows) p.reduce = recorded;
+}
+
 CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSetup& s,
                             RunState& st, GlobalSelector& selector, SamplePool& pool) {
   const World& w = world();

@@ -23,6 +23,15 @@ namespace vitkd {
 /// checkpoint.resume names no usable checkpoint.
 std::string choose_resume(const Config& cfg, ViT& model, int64_t numel);
 
+/// A resumed run computes in the precision its checkpoint records (root
+/// attribute `compute`): with precision.compute = "auto" the recorded one is
+/// kept (bf16 only where bf16 products work here), and `p.why` says so; an
+/// explicit precision.compute wins, with one line on rank 0 when it differs
+/// from the record. The checkpoint is the one checkpoint.resume points at
+/// (for "auto" the newest in run.out_dir), peeked at before choose_resume
+/// validates it. Collective.
+void keep_resumed_precision(const Config& cfg, PrecisionChoice& p);
+
 /// Loads `path` (from choose_resume) into the student, the optimizer shard
 /// (resharded to this rank count), `state`, the sifting history and the pool,
 /// after checking it was written with this run's global batch and seed.

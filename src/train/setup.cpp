@@ -12,6 +12,7 @@
 #include "data/fits_model.hpp"
 #include "model/gemm_rate.hpp"
 #include "train/evaluate.hpp"
+#include "train/resume.hpp"
 #include "util/alloc.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
@@ -205,6 +206,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   // The precision probe and the teacher's bf16 copy run on the run's threads.
   torch::set_num_threads(static_cast<int>(plan.threads));
   s.precision = choose_precision(cfg.precision_compute, cfg.precision_reduce, plan.device);
+  keep_resumed_precision(cfg, s.precision);
   plan.bf16 = s.precision.bf16();
   // The unsharded path allreduces fp32 (validate_config refuses an explicit
   // bf16 there), so "auto" means fp32 for it.

@@ -110,11 +110,10 @@ synthetic() {
 # epoch, as TOML; each SECTION.KEY=VALUE (VALUE in TOML syntax) replaces the
 # key's value or adds the key.
 #
-# precision.compute is what "auto" chooses here, resolved once when the
-# configuration is written (auto_compute), not by each run's start-up probe:
-# runs that a test compares bitwise must compute alike, and on a busy
-# machine two probes can choose differently (docs/performance-log.md,
-# 2026-12-01). Pass precision.compute=... to keep "auto" or another value.
+# precision.compute stays "auto": its choice follows from what the machine
+# is (model/precision.hpp), so runs that a test compares compute alike.
+#
+# auto_compute: what "auto" chooses here, as vitkd bench gemm says.
 auto_compute() {
   "$VITKD" bench gemm --millis 1 2> /dev/null |
     sed -n 's/^precision.compute = "auto" chooses \(bf16\|fp32\) here.*/\1/p'
@@ -122,12 +121,10 @@ auto_compute() {
 tiny_config() {
   local file=$1
   shift
-  local compute
-  compute=$(auto_compute) || compute=""
   local keys=(run.seed=5 'data.path="syn.h5"' data.batch_size=4 model.image_size=8 model.channels=1
               model.patch=4 model.dim=16 model.depth=1 model.heads=2 model.mlp_ratio=2.0 model.classes=4
               train.epochs=1 train.log_every_steps=8 train.mfu_ceiling=1e11 optim.lr=2e-3
-              optim.warmup_steps=5 "precision.compute=\"${compute:-auto}\"")
+              optim.warmup_steps=5 'precision.compute="auto"')
   local kv i found
   for kv in "$@"; do
     found=0
