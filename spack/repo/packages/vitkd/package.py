@@ -98,7 +98,11 @@ class Vitkd(CMakePackage, CudaPackage):
     # CMakeLists.txt) with C++20 and device lambdas (KOKKOS_LAMBDA): the same
     # standard for Kokkos itself, lambdas on. A Kokkos compiled as a CMake
     # CUDA language (+cmake_lang) has no such compiler launcher.
-    depends_on("kokkos cxxstd=20 +cuda_lambda", when="^kokkos+cuda")
+    requires(
+        "^kokkos cxxstd=20 +cuda_lambda",
+        when="^kokkos+cuda",
+        msg="a CUDA Kokkos compiles vitkd's device lambdas at C++20: kokkos cxxstd=20 +cuda_lambda",
+    )
     conflicts(
         "^kokkos+cuda+cmake_lang",
         msg="vitkd sends its Kokkos sources to Kokkos's compiler (kokkos_compilation); "
@@ -131,7 +135,7 @@ class Vitkd(CMakePackage, CudaPackage):
         depends_on(f"nccl cuda_arch={_arch}", when=f"+cuda cuda_arch={_arch}")
         depends_on(f"py-torch cuda_arch={_arch}", when=f"+cuda cuda_arch={_arch}")
         # A CUDA Kokkos compiles AdamW's kernel for the same GPUs.
-        depends_on(f"kokkos cuda_arch={_arch}", when=f"+cuda cuda_arch={_arch} ^kokkos+cuda")
+        requires(f"^kokkos cuda_arch={_arch}", when=f"+cuda cuda_arch={_arch} ^kokkos+cuda")
     conflicts(
         "cuda_arch=none",
         when="+cuda",
