@@ -12,7 +12,7 @@
 #   VITKD_TORCH2_VENV=DIR            # the venv (see jobs/setup-torch2.sh)
 #   CUDA_HOME=DIR                    # the CUDA toolkit (default /usr/local/cuda)
 #   VITKD_TORCH2_TESTS=all           # every CTest test instead of the subset
-# Documented in docs/gpu.md. Prints `lane torch2: N s` last.
+# Documented in docs/gpu.md. .ci/run times it as a lane (jobs/lib/lanes.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 t0=$(date +%s)
@@ -96,4 +96,3 @@ else
 fi
 # Tests that need PyPI's torch (they skip, exit 77, without this variable).
 VITKD_TORCH2_PYTHON=$PY ctest --test-dir "$B" --output-on-failure -j "$J" --timeout 900 -L torch2
-echo "lane torch2: $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,51 @@
+# Sourced by .ci/run and jobs/test.sh: every lane timed, one closing table.
+#   lanes_begin           starts the clock and the record (VITKD_LANE_LOG, a file;
+#                         a caller that already began one, e.g. .ci/run around
+#                         jobs/test.sh, keeps it: the nested script adds its rows)
+#   lane NAME CMD...      runs CMD as lane NAME: prints `lane NAME: N s` and records
+#                         "NAME SECONDS EXIT"; returns CMD's exit code
+#   lanes_table           the table: each lane, its seconds and exit code, and the
+#                         total since lanes_begin
+#   lanes_guard LIMIT_S   one line and exit 1 when the total is past LIMIT_S,
+#                         naming the slowest lane
+lanes_begin() {
+  if [ -z "${VITKD_LANE_LOG:-}" ]; then
+    VITKD_LANE_LOG=$(mktemp /tmp/vitkd-lanes.XXXXXX)
+    VITKD_LANES_T0=$(date +%s)
+    VITKD_LANES_OWNER=$$
+    export VITKD_LANE_LOG VITKD_LANES_T0
+  fi
+}
+
+# True in the script that began the record (it prints the table).
+lanes_owner() { [ "${VITKD_LANES_OWNER:-}" = "$$" ]; }
+
+lane() {
+  local name=$1 t0 rc=0 dt
+  shift
+  t0=$(date +%s)
+  echo "==== lane $name: $*"
+  "$@" || rc=$?
+  dt=$(( $(date +%s) - t0 ))
+  echo "$name $dt $rc" >> "$VITKD_LANE_LOG"
+  echo "lane $name: $dt s$([ "$rc" = 0 ] || echo ", exit $rc")"
+  return "$rc"
+}
+
+lanes_table() {
+  local total=$(( $(date +%s) - VITKD_LANES_T0 ))
+  echo "---- lanes (wall seconds) ----"
+  awk -v total="$total" '
+    { printf "%-28s %6d s%s\n", $1, $2, ($3 == 0 ? "" : "   exit " $3); sum += $2 }
+    END { printf "%-28s %6d s\n%-28s %6d s\n", "(sum of lanes)", sum, "total", total }' "$VITKD_LANE_LOG"
+}
+
+lanes_guard() {
+  local limit=$1 total slowest
+  total=$(( $(date +%s) - VITKD_LANES_T0 ))
+  if [ "$total" -gt "$limit" ]; then
+    slowest=$(sort -k2,2nr "$VITKD_LANE_LOG" | head -1 | awk '{print $1 " (" $2 " s)"}')
+    echo "ci: took $total s, past the ${limit}-s guard (CI's hard limit is 5400 s); the slowest lane is $slowest" >&2
+    return 1
+  fi
+}
