@@ -52,6 +52,8 @@ chmod 755 "$W" munge
 PIDS=()
 stop_cluster() {
   local rc=$?
+  # The usr1_at_start watchers (background subshells), should the test end early.
+  if [ -n "${watchers[*]:-}" ]; then kill "${watchers[@]}" 2> /dev/null || true; fi
   if [ -f slurm.conf ] && [ -f slurmctld.pid ]; then
     scancel --quiet --full $(squeue -h -o %i 2> /dev/null) 2> /dev/null || true
     for _ in $(seq 30); do [ -z "$(squeue -h 2> /dev/null)" ] && break; sleep 0.5; done
@@ -156,8 +158,10 @@ field() { scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 wait_out() {
   local out
   out=$W/$(field "$1" JobName).out
+  local n
   for _ in $(seq 600); do
-    [ "$(grep -c -- "$2" "$out" 2> /dev/null)" -ge "${3:-1}" ] && return 0
+    n=$(grep -c -- "$2" "$out" 2> /dev/null) || n=0  # exit 1: no match yet, or no file yet
+    [ "${n:-0}" -ge "${3:-1}" ] && return 0
     sleep 0.2
   done
   cat "$out"
@@ -212,14 +216,16 @@ cn=$(FIRST_RUN=VITKD_TEST_SLOW_RANK=0:300 submit cancel -- cfg.toml --set run.ou
 mp=$(SLURM_MPI_TYPE=pmix_v9 submit missing_plugin -- cfg.toml --set run.out_dir=run/plugin) || fail "sbatch"
 nc=$(submit no_configuration --) || fail "sbatch"
 # usr1_at_start: one job per delay, each signalled by a watcher of its own.
+# Their first run is slowed (0.3 s a step, about 14 s an epoch) so that it
+# cannot end before its signal on a quiet machine; the requeued run is not.
 AT_START_DELAYS=(0 0.3 1 2)
 at_start=() watchers=()
 for d in "${AT_START_DELAYS[@]}"; do
-  id=$(submit "usr1_at_start_$d" -- cfg.toml --set run.out_dir="run/at_start_$d" --set train.epochs=1) ||
-    fail "sbatch"
+  id=$(FIRST_RUN=VITKD_TEST_SLOW_RANK=0:300 submit "usr1_at_start_$d" -- cfg.toml --set run.out_dir="run/at_start_$d" \
+         --set train.epochs=1) || fail "sbatch"
   at_start+=("$id")
   (
-    for _ in $(seq 3000); do grep -q "^vitkd job" "usr1_at_start_$d.out" 2> /dev/null && break; sleep 0.02; done
+    for _ in $(seq 7500); do grep -q "^vitkd job" "usr1_at_start_$d.out" 2> /dev/null && break; sleep 0.02; done
     sleep "$d"
     scancel --signal=USR1 --batch "$id"
   ) &
@@ -271,7 +277,10 @@ finish "$nc" FAILED
   { cat no_configuration.out; fail "no_configuration: exit $(field "$nc" ExitCode), not one usage line and 2"; }
 echo "ok: no_configuration"
 
-for w in "${watchers[@]}"; do wait "$w"; done
+for i in "${!watchers[@]}"; do
+  wait "${watchers[i]}" ||
+    fail "usr1_at_start (${AT_START_DELAYS[i]} s): could not signal job ${at_start[i]} (never started, or already ended)"
+done
 for i in "${!AT_START_DELAYS[@]}"; do
   d=${AT_START_DELAYS[i]}
   out=usr1_at_start_$d.out
