@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 #include "config/config.hpp"
+#include "model/vit.hpp"
+#include "train/setup.hpp"
 #include "util/error.hpp"
 
 using namespace vitkd;
@@ -171,4 +176,56 @@ TEST(Config, TeacherCheckpointIsOnePathOrAList) {
         << bad << ": " << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
+}
+
+// ---- model.preset: timm's ViT shapes -------------------------------------------
+
+TEST(ModelPreset, PresetsHaveTimmsParameterCounts) {
+  // timm 1.0's parameter counts at 1000 classes (sum of numel over
+  // timm.create_model(name).parameters()): ViT-Ti/16, -S/16, -B/16, -L/16.
+  const std::map<std::string, int64_t> timm = {{"vit_ti16", 5717416},
+                                               {"vit_s16", 22050664},
+                                               {"vit_b16", 86567656},
+                                               {"vit_l16", 304326632}};
+  ASSERT_EQ(model_presets().size(), timm.size());
+  for (const ModelPreset& p : model_presets()) {
+    const Config c = parse_config("[model]\npreset = \"" + std::string(p.name) + "\"\nclasses = 1000\n", "t.toml");
+    const ModelSpec s = spec_from_config(c);
+    EXPECT_EQ(s.parameter_count(), timm.at(p.name)) << p.name;
+    EXPECT_EQ(s.image_size, 224) << p.name;
+    EXPECT_EQ(s.channels, 3) << p.name;
+    EXPECT_EQ(s.patch, 16) << p.name;
+    EXPECT_EQ(s.mlp_ratio, 4.0) << p.name;
+    EXPECT_EQ(s.norm_eps, 1e-6) << p.name;
+    // The key's help lists every preset (it is the generated reference page).
+    const auto& keys = config_keys();
+    const auto key = std::find_if(keys.begin(), keys.end(), [](const ConfigKeyInfo& k) { return k.name == "model.preset"; });
+    ASSERT_NE(key, keys.end());
+    EXPECT_NE(key->help.find("\"" + std::string(p.name) + "\""), std::string::npos) << p.name;
+  }
+}
+
+TEST(ModelPreset, KeysSetBesideThePresetOverrideIt) {
+  const Config c = parse_config("[model]\npreset = \"vit_s16\"\ndepth = 6\n", "t.toml", {"model.image_size=96"});
+  EXPECT_EQ(c.model_dim, 384);
+  EXPECT_EQ(c.model_heads, 6);
+  EXPECT_EQ(c.model_depth, 6);
+  EXPECT_EQ(c.model_image_size, 96);
+  EXPECT_EQ(c.model_patch, 16);
+  // The echo names the preset and the resolved keys, and parses back alike.
+  const Config back = parse_config(config_to_toml(c), "echo.toml");
+  EXPECT_EQ(config_to_toml(back), config_to_toml(c));
+  // No preset: the table's defaults, as before.
+  EXPECT_EQ(parse_config("", "t.toml").model_dim, 192);
+}
+
+TEST(ModelPreset, BadPresetsAreOneLine) {
+  const std::string unknown = error_of("[model]\npreset = \"vit_s32\"\n");
+  EXPECT_NE(unknown.find("model.preset"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("\"vit_ti16\", \"vit_s16\", \"vit_b16\", \"vit_l16\""), std::string::npos) << unknown;
+  EXPECT_EQ(unknown.find('\n'), std::string::npos) << unknown;
+  // A key beside the preset that contradicts it: the usual one line.
+  const std::string heads = error_of("[model]\npreset = \"vit_s16\"\nheads = 5\n");
+  EXPECT_NE(heads.find("model.heads"), std::string::npos) << heads;
+  EXPECT_NE(error_of("[model]\npreset = 16\n").find("model.preset' must be a string"), std::string::npos);
 }

@@ -185,6 +185,51 @@ const std::vector<ConfigKeyInfo>& config_keys() {
   return keys;
 }
 
+const std::vector<ModelPreset>& model_presets() {
+  static const std::vector<ModelPreset> presets = {
+      {"vit_ti16", "vit_tiny_patch16_224", 192, 12, 3},
+      {"vit_s16", "vit_small_patch16_224", 384, 12, 6},
+      {"vit_b16", "vit_base_patch16_224", 768, 12, 12},
+      {"vit_l16", "vit_large_patch16_224", 1024, 24, 16},
+  };
+  return presets;
+}
+
+namespace {
+
+// Writes model.preset's shape into the model keys `tbl` leaves unset (a
+// model.preset that is not a string is left to the type check).
+void apply_model_preset(toml::table& tbl, const std::string& origin) {
+  const auto* name = tbl.at_path("model.preset").as_string();
+  if (!name || name->get().empty()) return;
+  const auto& all = model_presets();
+  const auto it = std::find_if(all.begin(), all.end(), [&](const ModelPreset& p) { return name->get() == p.name; });
+  if (it == all.end()) {
+    std::vector<std::string> names;
+    std::string list;
+    for (const auto& p : all) {
+      names.emplace_back(p.name);
+      list += (list.empty() ? "\"" : ", \"") + names.back() + "\"";
+    }
+    throw UserError(origin + ": invalid value for 'model.preset': \"" + name->get() + "\" is not one of " + list +
+                    " (or \"\")" + did_you_mean(name->get(), names));
+  }
+  auto* model = tbl["model"].as_table();
+  auto fill = [&](const char* key, auto value) {
+    if (!model->contains(key)) model->insert(key, value);
+  };
+  fill("image_size", int64_t{224});
+  fill("channels", int64_t{3});
+  fill("patch", int64_t{16});
+  fill("dim", it->dim);
+  fill("depth", it->depth);
+  fill("heads", it->heads);
+  fill("mlp_ratio", 4.0);
+  fill("norm_eps", 1e-6);
+}
+
+}  // namespace
+
 Config parse_config(const std::string& toml_text, const std::string& origin,
                     const std::vector<std::string>& overrides) {
   toml::table tbl;
@@ -249,6 +294,7 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     }
   }
 
+  apply_model_preset(tbl, origin);
   Config cfg;
   visit(cfg, [&](const char* s, const char* k, auto& field) {
     const toml::node* n = tbl.at_path(std::string(s) + "." + k).node();

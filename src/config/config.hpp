@@ -35,6 +35,7 @@ struct PathList {
   X(data, prefetch, int64_t, 4, "batches the prefetch thread may read ahead")              \
   X(data, io, std::string, "serial",                                                         \
     "sample reads: \"serial\" (each rank opens the file; a thread reads ahead) or \"mpio\" (one collective MPI-IO open; reads on demand)") \
+  X(model, preset, std::string, "", "\"\" or one of timm's ViT shapes: \"vit_ti16\", \"vit_s16\", \"vit_b16\", \"vit_l16\" (patch 16 at 224x224x3, MLP ratio 4, LayerNorm eps 1e-6; model keys set beside it override; docs/training.md)") \
   X(model, image_size, int64_t, 28, "input height and width in pixels")                    \
   X(model, channels, int64_t, 1, "input channels")                                         \
   X(model, patch, int64_t, 4, "patch size in pixels; must divide image_size")              \
@@ -114,6 +115,17 @@ struct ConfigKeyInfo {
   std::string help;
 };
 const std::vector<ConfigKeyInfo>& config_keys();
+
+/// model.preset: a ViT shape of timm's (`timm` names its model), written into
+/// the model keys the configuration leaves unset: image_size 224, channels 3,
+/// patch 16, dim, depth, heads, mlp_ratio 4, norm_eps 1e-6 (timm's ViTs have
+/// QKV biases, as vitkd's always do). The classes come from model.classes.
+struct ModelPreset {
+  const char* name;  ///< the value of model.preset, e.g. "vit_s16"
+  const char* timm;  ///< timm's model name, e.g. "vit_small_patch16_224"
+  int64_t dim, depth, heads;
+};
+const std::vector<ModelPreset>& model_presets();
 
 /// Parses TOML text (`origin` names it in errors) and applies `overrides`
 /// ("section.key=value", value in TOML syntax or a bare string). Unknown keys,
