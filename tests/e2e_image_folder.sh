@@ -12,11 +12,16 @@
 #   missing_size_is_refused
 #   test_fraction_out_of_range_is_refused
 #   training_runs_on_the_folder_dataset    vitkd train finishes on it
+#   cmyk_jpegs_and_misnamed_pngs_decode_as_pil
+#                                          CMYK JPEGs (which libjpeg cannot turn into RGB) and a
+#                                          PNG named .jpg are kept, each image byte for byte what
+#                                          PIL's Image.open(f).convert("RGB") gives
 #   e2e_image_folder.sh --list | CASE NP ROOT    (tests/lib/common.sh)
 source "$(dirname "$0")/lib/common.sh"
 CASES=(setup dataset_layout_labels_pixels_match:setup one_class_folder_is_refused:setup
        missing_folder_is_refused:setup missing_size_is_refused:setup
-       test_fraction_out_of_range_is_refused:setup training_runs_on_the_folder_dataset:setup)
+       test_fraction_out_of_range_is_refused:setup training_runs_on_the_folder_dataset:setup
+       cmyk_jpegs_and_misnamed_pngs_decode_as_pil)
 
 SETUP=${3-}/setup
 export MPI_TIMEOUT=300
@@ -112,6 +117,47 @@ assert np.allclose(f.attrs["mean"], mean, atol=1e-9) and np.allclose(f.attrs["st
     (f.attrs["mean"], mean, f.attrs["std"], std)
 print(f"OK: folder dataset {len(labs['train'])} train, {len(labs['test'])} test, classes {names}, "
       f"skipped {int(f.attrs['skipped'])}, {np_} ranks == 1 rank")
+PY
+}
+
+case_cmyk_jpegs_and_misnamed_pngs_decode_as_pil() {
+  "$PYTHON" - "$WORK/photos" <<'PY'
+import os, sys
+import numpy as np
+from PIL import Image
+root, rng = sys.argv[1], np.random.default_rng(7)
+for cls in ("cmyk", "rgb"):
+    os.makedirs(os.path.join(root, cls))
+for i in range(4):   # noise, so that every pixel tests the conversion
+    Image.fromarray(rng.integers(0, 256, (16, 16, 4), dtype=np.uint8), "CMYK").save(
+        os.path.join(root, "cmyk", f"c{i}.jpg"), quality=90)
+    Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(
+        os.path.join(root, "rgb", f"r{i}.jpg"), quality=90)
+Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(
+    os.path.join(root, "rgb", "png_named.jpg"), format="PNG")
+PY
+  vk "$NP" prepare folder "$WORK/photos" --out "$WORK/photos.h5" --size 16 --test-fraction 0.25 \
+    > prepare.out 2> prepare.err || { cat prepare.out prepare.err; fail "prepare folder"; }
+  if grep -q "skipped '" prepare.out prepare.err || ! grep -q "skipped 0 unreadable" prepare.out; then
+    cat prepare.out prepare.err
+    fail "a valid photo was skipped"
+  fi
+  "$PYTHON" - "$WORK" <<'PY'
+import glob, os, sys, h5py, numpy as np
+from PIL import Image
+work = sys.argv[1]
+f = h5py.File(f"{work}/photos.h5", "r")
+x = np.concatenate([f[s]["images"][()] for s in ("train", "test")])
+y = np.concatenate([f[s]["labels"][()] for s in ("train", "test")])
+for k, cls in enumerate(("cmyk", "rgb")):
+    want = sorted(np.asarray(Image.open(p).convert("RGB")).tobytes()
+                  for p in glob.glob(os.path.join(work, "photos", cls, "*.jpg")))
+    got = sorted(im.tobytes() for im in x[y == k])
+    assert len(got) == len(want), (cls, len(got), len(want))
+    for g, w in zip(got, want):
+        d = np.abs(np.frombuffer(g, np.uint8).astype(int) - np.frombuffer(w, np.uint8).astype(int)).max()
+        assert d == 0, f"{cls}: an image differs from PIL's by up to {d} grey levels"
+print(f"OK: {len(y)} photos (4 CMYK JPEGs, a PNG named .jpg) equal PIL's decoding")
 PY
 }
 

@@ -79,6 +79,33 @@ extern "C" void vitkd_jpeg_emit(j_common_ptr c, int level) {
   if (e->warnings++ == 0) (*c->err->format_message)(c, e->warning);
 }
 
+// A CMYK JPEG's pixels (4 channels) to RGB, or to grey for channels == 1, in
+// place, as PIL decodes and converts them: PIL reads every CMYK JPEG with
+// Adobe's inverted inks (raw mode "CMYK;I"), and each of R, G, B is
+// (255 - ink) * (255 - K) / 255 rounded as PIL's MULDIV255; grey is then
+// PIL's L = (19595 R + 38470 G + 7471 B + 32768) >> 16.
+void cmyk_to_rgb(Image& im, int64_t channels) {
+  const size_t n = static_cast<size_t>(im.height * im.width);
+  const unsigned flip = 255;
+  auto muldiv255 = [](unsigned a, unsigned b) {
+    const unsigned t = a * b + 128;
+    return ((t >> 8) + t) >> 8;
+  };
+  std::vector<uint8_t> out(n * static_cast<size_t>(channels));
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* p = &im.pixels[4 * i];
+    const unsigned nk = 255 - (p[3] ^ flip);
+    unsigned rgb[3];
+    for (int c = 0; c < 3; ++c) rgb[c] = nk - muldiv255(p[c] ^ flip, nk);
+    if (channels == 1)
+      out[i] = static_cast<uint8_t>((19595 * rgb[0] + 38470 * rgb[1] + 7471 * rgb[2] + 32768) >> 16);
+    else
+      for (int c = 0; c < 3; ++c) out[3 * i + c] = static_cast<uint8_t>(rgb[c]);
+  }
+  im.pixels = std::move(out);
+  im.channels = channels;
+}
+
 // No C++ object with a destructor lives between setjmp and a libjpeg call
 // that may longjmp back; `out` belongs to the caller.
 std::string decode_jpeg(const std::string& path, int64_t channels, Image& out) {
@@ -98,7 +125,10 @@ std::string decode_jpeg(const std::string& path, int64_t channels, Image& out) {
   jpeg_create_decompress(&cinfo);
   jpeg_stdio_src(&cinfo, f);
   jpeg_read_header(&cinfo, TRUE);
-  cinfo.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  // CMYK and YCCK JPEGs (print workflows; ImageNet-1k's training set holds 22)
+  // come out as CMYK (libjpeg converts YCCK) and become RGB below, as PIL does.
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
   if (int64_t(cinfo.image_width) * cinfo.image_height > kMaxPixels) {
     jpeg_destroy_decompress(&cinfo);
     std::fclose(f);
@@ -118,6 +148,7 @@ std::string decode_jpeg(const std::string& path, int64_t channels, Image& out) {
   jpeg_destroy_decompress(&cinfo);
   std::fclose(f);
   if (err.warnings > 0) return std::string("corrupt JPEG data: ") + err.warning;
+  if (cmyk) cmyk_to_rgb(out, channels);
   if (out.channels != channels) return "JPEG decoded to " + std::to_string(out.channels) + " channels";
   return "";
 }
