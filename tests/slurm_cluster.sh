@@ -285,7 +285,10 @@ for i in "${!AT_START_DELAYS[@]}"; do
   d=${AT_START_DELAYS[i]}
   out=usr1_at_start_$d.out
   finish "${at_start[i]}" COMPLETED 1
-  ! grep -q "User defined signal\|Terminated" "$out" || { cat "$out"; fail "usr1_at_start ($d s): a task killed by the signal"; }
+  # srun's line for tasks a signal killed (e.g. "srun: error: vm: tasks 0-1: User defined signal 1").
+  # (A bare "Terminated" is the batch shell ended by its own requeue, which is expected.)
+  ! grep -qE "tasks? [0-9,-]+: (User defined signal 1|Terminated)" "$out" ||
+    { cat "$out"; fail "usr1_at_start ($d s): a task killed by the signal"; }
   grep -q "^vitkd job: checkpointed before the time limit; requeueing" "$out" ||
     { cat "$out"; fail "usr1_at_start ($d s): no checkpoint and requeue"; }
   [ "$(json_get "run/at_start_$d/result.json" epochs)" = 1 ] || fail "usr1_at_start ($d s): the requeued run did not finish"
