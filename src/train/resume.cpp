@@ -134,7 +134,7 @@ CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSet
     torch::Tensor x;
     if (s.views) {
       const std::vector<ViewParams> v = s.views->views(b.epoch, b.indices);
-      x = batch_input_views(b, s.meta, v.data()).to(plan.device);
+      x = batch_input_views(b, s.meta, v.data(), plan.augment.out).to(plan.device);
     } else {
       x = batch_input(b, s.meta, plan.augment).to(plan.device);
     }
@@ -198,9 +198,15 @@ std::string write_run_checkpoint(CheckpointKind kind, const Config& cfg, TrainSe
   TrainState out = st;  // the checkpointed part, then what lives elsewhere
   out.teacher_forwards = allreduce_sum(st.teacher_forwards);
   out.train_seconds = st.train_seconds + run_seconds;
-  // The slowest rank's, so that the stored time evaluating is never less than
-  // what rank 0 counted by its last evaluation.
-  out.eval_seconds = st.eval_seconds + allreduce_max(times.total[static_cast<int>(Phase::Eval)]);
+  // Rank 0's, as its train_seconds: each evaluation's training time is rank
+  // 0's elapsed time less rank 0's time evaluating (trainer.cpp), and a
+  // resumed run goes on from these two. (The slowest rank's time evaluating
+  // was stored up to 0.4.4: under load a rank that waited longer in the
+  // evaluation made the resumed run's training times start a few
+  // milliseconds below the ones before the preemption.)
+  double eval_here = times.total[static_cast<int>(Phase::Eval)];
+  broadcast_bytes(&eval_here, sizeof eval_here, 0);
+  out.eval_seconds = st.eval_seconds + eval_here;
   out.complete = kind == CheckpointKind::Final;
   out.sift_history = selector.sifter().history().ordered();
   out.pool_index = pool.indices();
