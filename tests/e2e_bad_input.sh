@@ -26,7 +26,8 @@ for c in unknown_key_in_file_names_the_nearest unknown_key_in_override_names_the
          unknown_dataset_kind_is_refused negative_sift_history_is_refused \
          more_threads_than_cores_per_rank_are_refused data_io_typo_names_the_nearest \
          device_cuda_without_cuda_is_refused_once nccl_on_the_cpu_is_refused device_typo_names_the_nearest \
-         negative_label_smoothing_is_refused bf16_reduce_without_sharding_is_refused; do
+         negative_label_smoothing_is_refused bf16_reduce_without_sharding_is_refused \
+         crop_ranges_out_of_bounds_are_refused pad_crop_at_another_size_is_refused; do
   CASES+=("$c:setup")
 done
 
@@ -163,6 +164,20 @@ case_group_in_place_of_a_dataset_is_refused() {
     --set data.path="$SETUP/group_not_dataset.h5"
 }
 case_image_size_mismatch_names_the_key() { refused "model.image_size = 28" --set model.image_size=28; }
+# The random-resized crop's ranges; the pad crop needs images stored at model.image_size.
+case_crop_ranges_out_of_bounds_are_refused() {
+  refused "invalid value for 'data.crop_scale': must be two numbers [min, max] with 0 < min <= max <= 1" \
+    --set 'data.crop_scale=[0.5, 1.5]'
+  rm -rf prev
+  refused "invalid value for 'data.crop_ratio': must be two numbers [min, max] with 0 < min <= max" \
+    --set 'data.crop_ratio=[1.5, 0.5]'
+  rm -rf prev
+  refused "did you mean 'random_resized'" --set data.crop=random_resize
+}
+case_pad_crop_at_another_size_is_refused() {
+  refused "the pad crop (data.crop = \"pad\") keeps the stored size: store them at 8" \
+    --set model.image_size=8 --set model.patch=4 --set data.augment=true
+}
 case_class_count_mismatch_names_the_key() { refused "model.classes = 10 but" --set model.classes=10; }
 # Teacher checkpoints: missing, not a checkpoint, and from a model of another class count.
 case_missing_teacher_checkpoint_is_refused() {

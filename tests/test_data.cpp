@@ -7,7 +7,7 @@
 #include <cmath>
 #include <set>
 
-#include "data/augment.hpp"
+#include "data/transforms/transforms.hpp"
 #include "fixtures.hpp"
 #include "data/dataset.hpp"
 #include "data/image_folder.hpp"

@@ -78,8 +78,10 @@ int export_main(const std::vector<std::string>& args) {
   std::string note;
   const bool have_data = find_dataset(info, ckpt, data, meta, note);
   if (have_data)
+    // The model may read views cut from larger stored images (data/transforms).
     check_spec_fits_data(s, meta, "export: the model in " + ckpt, "",
-                         "pass --data with the dataset it was trained on");
+                         "pass --data with the dataset it was trained on",
+                         meta.height >= s.image_size && meta.width >= s.image_size ? s.image_size : 0);
 
   if (world().root()) {
     if (!make_dirs(out_dir))

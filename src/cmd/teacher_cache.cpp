@@ -13,11 +13,13 @@
 #include "comm/world.hpp"
 #include "config/config.hpp"
 #include "data/dataset.hpp"
+#include "data/fits_model.hpp"
 #include "data/loader.hpp"
 #include "distill/teacher.hpp"
 #include "distill/view_cache.hpp"
 #include "model/precision.hpp"
 #include "train/evaluate.hpp"
+#include "train/setup.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
 #include "util/kokkos_session.hpp"
@@ -47,11 +49,8 @@ int teacher_cache_main(const std::vector<std::string>& args) {
   if (world().root() && !precision_warning(precision).empty())
     std::fprintf(stderr, "vitkd: warning: %s\n", precision_warning(precision).c_str());
   std::unique_ptr<Teacher> teacher = make_teacher(cfg, meta, bf16);  // checks it fits the data (CPU)
-  AugmentSpec aug;
-  aug.enabled = cfg.data_augment;
-  aug.pad = cfg.data_crop_pad;
-  aug.flip = cfg.data_flip;
-  aug.seed = static_cast<uint64_t>(cfg.run_seed);
+  const AugmentSpec aug = augment_from_config(cfg);
+  check_views_fit(aug, meta);
   const int64_t epochs = cfg.distill_cache_epochs > 0 ? cfg.distill_cache_epochs : cfg.train_epochs;
   int64_t k = cfg.distill_cache_top_k;
   if (k > meta.num_classes) {
@@ -80,7 +79,7 @@ int teacher_cache_main(const std::vector<std::string>& args) {
     lo.rank = world().rank;
     lo.world = world().size;
     Loader test(meta, test_loader_options(lo));
-    key.teacher_test_top1 = teacher_top1(*teacher, test, meta, torch::kCPU);
+    key.teacher_test_top1 = teacher_top1(*teacher, test, meta, aug, torch::kCPU);
   }
   log0("teacher-cache: the teacher's test top-1 %.4f (%lld test samples)\n", key.teacher_test_top1,
        (long long)meta.test_size);

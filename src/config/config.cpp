@@ -370,6 +370,17 @@ void validate_config(const Config& c, const std::string& origin) {
   if (c.run_out_dir.empty()) bad("run.out_dir", "must not be empty");
   if (c.data_batch_size < 1) bad("data.batch_size", "must be at least 1, got " + std::to_string(c.data_batch_size));
   if (c.data_crop_pad < 0) bad("data.crop_pad", "must be >= 0");
+  one_of("data.crop", c.data_crop, {"pad", "random_resized"});
+  auto range = [&](const char* key, const std::vector<double>& r, double hi, const char* domain) {
+    if (r.size() != 2 || !(r[0] > 0 && r[0] <= r[1] && r[1] <= hi))
+      bad(key, "must be two numbers [min, max] with 0 < min <= max" + std::string(hi < 1e300 ? " <= 1" : "") +
+                   " (" + domain + "), got " + to_toml(r));
+  };
+  range("data.crop_scale", c.data_crop_scale, 1.0, "area fractions, e.g. [0.08, 1.0]");
+  range("data.crop_ratio", c.data_crop_ratio, 1e300, "width / height, e.g. [0.75, 1.3333]");
+  if (!(c.data_crop_pct > 0 && c.data_crop_pct <= 1))
+    bad("data.crop_pct", "must be in (0, 1] (0.875 is timm's; 1 = the whole shorter side), got " +
+                             to_toml(c.data_crop_pct));
   if (c.data_prefetch < 1) bad("data.prefetch", "must be at least 1");
   one_of("data.io", c.data_io, {"serial", "mpio"});
   if (c.model_image_size < 1) bad("model.image_size", "must be at least 1");

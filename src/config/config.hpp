@@ -28,8 +28,12 @@ struct PathList {
     "\"auto\" (CUDA when LibTorch has it and every rank sees a GPU), \"cpu\" or \"cuda\"")     \
   X(data, path, std::string, "data/fmnist.h5", "HDF5 dataset made by `vitkd prepare`")     \
   X(data, batch_size, int64_t, 64, "samples per rank per step")                            \
-  X(data, augment, bool, false, "random crop (pad 2) and horizontal flip")                 \
+  X(data, augment, bool, false, "training views: the random crop of data.crop and a horizontal flip") \
+  X(data, crop, std::string, "pad", "random crop when augment is on: \"pad\" (shift by up to crop_pad pixels, zero padded; images stored at model.image_size) or \"random_resized\" (torchvision's RandomResizedCrop to model.image_size, bilinear; docs/training.md)") \
   X(data, crop_pad, int64_t, 2, "padding in pixels for the random crop")                   \
+  X(data, crop_scale, std::vector<double>, (std::vector<double>{0.08, 1.0}), "random_resized: range of the crop's area as a fraction of the image, in (0, 1]") \
+  X(data, crop_ratio, std::vector<double>, (std::vector<double>{0.75, 4.0 / 3.0}), "random_resized: range of the crop's aspect ratio (width / height), in (0, inf)") \
+  X(data, crop_pct, double, 0.875, "evaluation (and unaugmented training) view of images stored larger than model.image_size: the shorter side resized to image_size / crop_pct, then the centre crop (timm's crop_pct); images stored at image_size are used whole") \
   X(data, flip, bool, true, "random horizontal flip when augment is on")                   \
   X(data, drop_last, bool, false, "drop the last partial global batch of each epoch")      \
   X(data, prefetch, int64_t, 4, "batches the prefetch thread may read ahead")              \

@@ -20,7 +20,7 @@
 // bounded queue. A rank's samples are sorted and read with one H5Dread of
 // coalesced hyperslabs. The thread only does I/O (it never computes), so it
 // does not compete with the compute threads for cores; normalization and
-// augmentation run on the main thread (data/augment.hpp).
+// augmentation run on the main thread (data/transforms/transforms.hpp).
 #include <condition_variable>
 #include <cstdint>
 #include <deque>

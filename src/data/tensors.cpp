@@ -3,7 +3,8 @@
 namespace vitkd {
 
 torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, bool pinned) {
-  auto x = torch::empty({b.size(), m.channels, m.height, m.width},
+  const int64_t oh = aug.out > 0 ? aug.out : m.height, ow = aug.out > 0 ? aug.out : m.width;
+  auto x = torch::empty({b.size(), m.channels, oh, ow},
                         torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(pinned));
   if (b.size() > 0)
     normalize_augment(b.pixels.data(), b.indices.data(), b.size(), m.height, m.width, m.channels,
@@ -11,12 +12,13 @@ torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpe
   return x;
 }
 
-torch::Tensor batch_input_views(const Batch& b, const DatasetMeta& m, const ViewParams* views, bool pinned) {
-  auto x = torch::empty({b.size(), m.channels, m.height, m.width},
+torch::Tensor batch_input_views(const Batch& b, const DatasetMeta& m, const ViewParams* views, int64_t s,
+                                bool pinned) {
+  auto x = torch::empty({b.size(), m.channels, s > 0 ? s : m.height, s > 0 ? s : m.width},
                         torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(pinned));
   if (b.size() > 0)
     normalize_views(b.pixels.data(), views, b.size(), m.height, m.width, m.channels, m.mean, m.std,
-                    x.data_ptr<float>());
+                    x.data_ptr<float>(), s);
   return x;
 }
 

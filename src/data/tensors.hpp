@@ -2,21 +2,23 @@
 // A loader batch as the tensors a model reads.
 #include <torch/torch.h>
 
-#include "data/augment.hpp"
+#include "data/transforms/transforms.hpp"
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
 
 namespace vitkd {
 
-/// Normalized (and, with `aug` enabled, augmented) input float32 [n, C, H, W]:
+/// Normalized (and, with `aug` enabled, augmented) input float32 [n, C, S, S]
+/// (S = output_side(aug, H), the model's image size):
 /// (pixel/255 - mean[c]) / std[c]. The augmentation is a pure function of
 /// (aug.seed, batch epoch, sample index). `pinned`: in page-locked host
 /// memory (needs CUDA LibTorch), so that a non-blocking copy to a GPU
 /// overlaps the host's next work.
 torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, bool pinned = false);
 /// The same with the views given: views [b.size()] replayed (normalize_views),
-/// e.g. the ones a teacher-view cache recorded.
-torch::Tensor batch_input_views(const Batch& b, const DatasetMeta& m, const ViewParams* views,
+/// e.g. the ones a teacher-view cache recorded, resampled to S x S (`s` = 0:
+/// the stored size).
+torch::Tensor batch_input_views(const Batch& b, const DatasetMeta& m, const ViewParams* views, int64_t s,
                                 bool pinned = false);
 /// Labels int64 [n] (`pinned` as for batch_input).
 torch::Tensor batch_labels(const Batch& b, bool pinned = false);

@@ -70,12 +70,12 @@ std::string weights_hash(const std::vector<torch::Tensor>& tensors) {
 // ---- a vitkd ViT checkpoint --------------------------------------------------
 class CheckpointTeacher : public Teacher {
  public:
-  CheckpointTeacher(const std::string& path, const DatasetMeta& m, bool bf16)
+  CheckpointTeacher(const std::string& path, const DatasetMeta& m, int64_t view_side, bool bf16)
       : path_(path), bf16_(bf16) {
     info_ = read_checkpoint_info(path);
     const ModelSpec& s = info_.spec;
     const std::string who = "teacher checkpoint " + path;
-    check_spec_fits_data(s, m, who, "", "distill on the data the teacher was trained for");
+    check_spec_fits_data(s, m, who, "", "distill on the data the teacher was trained for", view_side);
     model_ = ViT(s);
     load_checkpoint_weights(path, model_);
     id_ = s.describe() + ", weights " + weights_hash(model_->parameters());
@@ -293,13 +293,18 @@ class EnsembleTeacher : public Teacher {
 }  // namespace
 
 std::unique_ptr<Teacher> make_teacher(const Config& cfg, const DatasetMeta& meta, bool bf16) {
-  if (!cfg.teacher_torchscript.empty())
-    return std::make_unique<TorchScriptTeacher>(cfg.teacher_torchscript, meta, bf16);
+  // The teacher reads the student's views: model.image_size pixels square.
+  const int64_t side = cfg.model_image_size;
+  if (!cfg.teacher_torchscript.empty()) {
+    DatasetMeta views = meta;
+    views.height = views.width = side;
+    return std::make_unique<TorchScriptTeacher>(cfg.teacher_torchscript, views, bf16);
+  }
   if (cfg.teacher_checkpoint.size() == 1)
-    return std::make_unique<CheckpointTeacher>(cfg.teacher_checkpoint[0], meta, bf16);
+    return std::make_unique<CheckpointTeacher>(cfg.teacher_checkpoint[0], meta, side, bf16);
   std::vector<std::unique_ptr<Teacher>> members;
   for (const std::string& path : cfg.teacher_checkpoint.paths)
-    members.push_back(std::make_unique<CheckpointTeacher>(path, meta, bf16));
+    members.push_back(std::make_unique<CheckpointTeacher>(path, meta, side, bf16));
   return std::make_unique<EnsembleTeacher>(std::move(members), cfg.distill_temperature);
 }
 

@@ -31,10 +31,17 @@ std::string shape_text(int64_t n, int64_t h, int64_t w, int64_t c) {
          std::to_string(c);
 }
 
-std::string augment_text(bool on, int64_t pad, bool flip) {
-  if (!on) return "data.augment = false";
-  return "data.augment = true, data.crop_pad = " + std::to_string(pad) + ", data.flip = " +
-         (flip ? "true" : "false");
+// The transform a cache file was written with: its "transform" attribute,
+// or, in files written before 0.4.5, the pad crop at the stored size its
+// augment, crop_pad and flip attributes describe.
+std::string file_transform(hid_t f, int64_t h, int64_t w) {
+  if (h5_attr_exists(f, "transform")) return h5_attr_string(f, "transform");
+  AugmentSpec legacy;
+  legacy.enabled = h5_attr_int(f, "augment") != 0;
+  legacy.crop = CropKind::Pad;
+  legacy.pad = h5_attr_int(f, "crop_pad");
+  legacy.flip = h5_attr_int(f, "flip") != 0;
+  return transform_text(legacy, h, w);
 }
 
 std::string number_text(double v) {
@@ -61,6 +68,8 @@ ViewCacheKey view_cache_key(const DatasetMeta& meta, const Teacher& teacher, con
   k.augment = aug.enabled;
   k.crop_pad = aug.enabled ? aug.pad : 0;
   k.flip = aug.enabled && aug.flip;
+  k.transform = transform_text(aug, meta.height, meta.width);
+  k.image_size = output_side(aug, meta.height);
   k.temperature = temperature;
   return k;
 }
@@ -72,13 +81,12 @@ std::string summarize_view_cache(const std::string& path) {
   H5Obj f = h5_open_read(path, "teacher-view cache");
   h5_require_format(f, path, kViewsH5);
   const int64_t E = h5_attr_int(f, "epochs"), n = h5_attr_int(f, "train_size"), k = h5_attr_int(f, "top_k");
-  const bool aug = h5_attr_int(f, "augment") != 0;
-  char b[512];
+  char b[1024];
   std::string out = path + ": vitkd teacher-view cache (format version " +
                     std::to_string(h5_attr_int(f, "format_version")) + ")\n";
   std::snprintf(b, sizeof b, "  %lld epoch(s) of views of %lld samples (seed %lld; %s), top-%lld of %lld classes at tau %s\n",
                 (long long)E, (long long)n, (long long)h5_attr_int(f, "seed"),
-                augment_text(aug, h5_attr_int(f, "crop_pad"), h5_attr_int(f, "flip") != 0).c_str(), (long long)k,
+                file_transform(f, h5_attr_int(f, "height"), h5_attr_int(f, "width")).c_str(), (long long)k,
                 (long long)h5_attr_int(f, "classes"), number_text(h5_attr_double(f, "temperature")).c_str());
   out += b;
   out += "  dataset: " + h5_attr_string(f, "dataset") + " (" +
@@ -153,11 +161,9 @@ ViewCache::ViewCache(const std::string& path, const ViewCacheKey& want) : path_(
   if (h5_attr_exists(f, "teacher_id") ? h5_attr_string(f, "teacher_id") != want.teacher_id : teacher != want.teacher)
     mismatch("teacher model", teacher, want.teacher);
   augment_ = h5_attr_int(f, "augment") != 0;
-  const int64_t pad = h5_attr_int(f, "crop_pad");
-  const bool flip = h5_attr_int(f, "flip") != 0;
-  if (augment_ != want.augment || (augment_ && (pad != want.crop_pad || flip != want.flip)))
-    mismatch("augmentation setting", augment_text(augment_, pad, flip),
-             augment_text(want.augment, want.crop_pad, want.flip));
+  const std::string transform = file_transform(f, h, w);
+  if (transform != want.transform) mismatch("augmentation setting", transform, want.transform);
+  image_size_ = h5_attr_exists(f, "image_size") ? h5_attr_int(f, "image_size") : h;
   const double tau = h5_attr_double(f, "temperature");
   if (tau != want.temperature)
     mismatch("temperature", "distill.temperature = " + number_text(tau),
@@ -283,6 +289,8 @@ ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& k
   h5_attr_write(f, "augment", int64_t(key.augment ? 1 : 0));
   h5_attr_write(f, "crop_pad", key.crop_pad);
   h5_attr_write(f, "flip", int64_t(key.flip ? 1 : 0));
+  h5_attr_write(f, "transform", key.transform);
+  h5_attr_write(f, "image_size", key.image_size);
   h5_attr_write(f, "temperature", key.temperature);
   h5_attr_write(f, "height", key.height);
   h5_attr_write(f, "width", key.width);
@@ -316,9 +324,9 @@ ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& k
       for (int64_t j = 0; j < m; ++j) idx[j] = b0 + j;
       views.resize(m);
       view_params(aug, e, idx.data(), m, meta.height, meta.width, views.data());
-      auto x = torch::empty({m, meta.channels, meta.height, meta.width}, torch::kFloat32);
+      auto x = torch::empty({m, meta.channels, key.image_size, key.image_size}, torch::kFloat32);
       normalize_views(px.data(), views.data(), m, meta.height, meta.width, meta.channels, meta.mean, meta.std,
-                      x.data_ptr<float>());
+                      x.data_ptr<float>(), key.image_size);
       torch::Tensor p;
       {
         torch::NoGradGuard ng;

@@ -5,7 +5,7 @@
 // teacher at all (FKD, Shen & Xing 2022; TinyViT, Wu et al. 2022).
 //
 // A view is a pure function of (cache seed, epoch, sample index)
-// (data/augment.hpp). The file records, for E epochs x N training samples,
+// (data/transforms/transforms.hpp). The file records, for E epochs x N training samples,
 // each view's crop box and flip flag and the teacher's top-k soft targets
 // p = softmax(t / tau) (k classes with the largest p, in decreasing order)
 // with the residual mass 1 - sum(top-k p), which the reader spreads evenly
@@ -25,6 +25,9 @@
 //   /targets/residual  float32 [E*N]     1 - sum of the k probabilities (>= 0)
 //   attributes: format, format_version, epochs, train_size, top_k, classes,
 //     seed, augment (0/1), crop_pad, flip, temperature, height, width,
+//     transform (transform_text(): written since 0.4.5, compared; a file
+//     without it holds pad crops at the stored size), image_size (the
+//     views' output side; since 0.4.5, else the stored size),
 //     channels, mean, std, dataset (path), teacher (Teacher::describe()),
 //     teacher_id (Teacher::identity(); written since 0.4.1, compared when present),
 //     teacher_test_top1 (the teacher's own test top-1; written since 0.4.2, for information).
@@ -34,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "data/augment.hpp"
+#include "data/transforms/transforms.hpp"
 #include "data/dataset.hpp"
 
 namespace vitkd {
@@ -53,6 +56,8 @@ struct ViewCacheKey {
   bool augment = false;
   int64_t crop_pad = 0;
   bool flip = false;
+  std::string transform;   ///< transform_text() of the views (compared)
+  int64_t image_size = 0;  ///< output side of the views (model.image_size)
   double temperature = 1;  ///< tau of the stored soft targets
   double teacher_test_top1 = -1;  ///< the teacher's own test top-1 (for information; not compared; -1 unknown)
 };
@@ -85,6 +90,7 @@ class ViewCache {
   int64_t top_k() const { return k_; }
   uint64_t seed() const { return seed_; }     ///< the run.seed the views came from
   bool augmented() const { return augment_; }
+  int64_t image_size() const { return image_size_; }  ///< the views' output side
   /// The cached epoch student epoch `epoch` replays (`epoch` itself, 0 without augmentation).
   int64_t cached_epoch(int64_t epoch) const { return augment_ ? epoch : 0; }
   /// The views of samples `indices` (split indices) in student epoch `epoch`.
@@ -104,6 +110,7 @@ class ViewCache {
   int64_t n_ = 0, classes_ = 0, k_ = 0, epochs_ = 0, file_bytes_ = 0;
   uint64_t seed_ = 0;
   bool augment_ = false;
+  int64_t image_size_ = 0;         ///< output side of the views
   int64_t loaded_ = -1;            ///< cached epoch in memory
   std::vector<int16_t> crop_;      ///< [N, 4]
   std::vector<uint8_t> flip_;      ///< [N]

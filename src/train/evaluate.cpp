@@ -11,11 +11,13 @@ namespace vitkd {
 namespace {
 
 /// Calls fn(x, labels) for every non-empty batch of this rank's share of the
-/// test split: x normalized and unaugmented, both on `dev`.
+/// test split: x normalized, in the evaluation view of `views`, both on `dev`.
 template <class Fn>
-void for_each_test_batch(Loader& test, const DatasetMeta& meta, const torch::Device& dev, Fn&& fn) {
+void for_each_test_batch(Loader& test, const DatasetMeta& meta, const AugmentSpec& views, const torch::Device& dev,
+                         Fn&& fn) {
   test.begin_epoch(0);
-  const AugmentSpec none;
+  AugmentSpec none = views;
+  none.enabled = false;
   while (auto b = test.next()) {
     if (b->size() == 0) continue;
     fn(batch_input(*b, meta, none).to(dev), batch_labels(*b).to(dev));
@@ -32,12 +34,12 @@ LoaderOptions test_loader_options(LoaderOptions o) {
   return o;
 }
 
-double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, bool bf16) {
+double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, const AugmentSpec& views, bool bf16) {
   torch::NoGradGuard ng;
   model->eval();
   int64_t correct = 0, total = 0;
   const torch::Device dev = model->parameters().front().device();
-  for_each_test_batch(test, meta, dev, [&](const torch::Tensor& x, const torch::Tensor& y) {
+  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y) {
     torch::Tensor pred;
     {
       AutocastBf16 ac(bf16, dev.type());
@@ -53,12 +55,12 @@ double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, bool bf16) {
 }
 
 TeacherAgreement teacher_agreement(ViT& model, Teacher& teacher, Loader& test, const DatasetMeta& meta,
-                                   bool bf16, double tau) {
+                                   const AugmentSpec& views, bool bf16, double tau) {
   torch::NoGradGuard ng;
   model->eval();
   double sums[5] = {0, 0, 0, 0, 0};  // agreeing samples, KL sum, samples, KL sum at tau, teacher correct
   const torch::Device dev = model->parameters().front().device();
-  for_each_test_batch(test, meta, dev, [&](const torch::Tensor& x, const torch::Tensor& y) {
+  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y) {
     torch::Tensor s;
     {
       AutocastBf16 ac(bf16, dev.type());
@@ -83,10 +85,11 @@ TeacherAgreement teacher_agreement(ViT& model, Teacher& teacher, Loader& test, c
   return a;
 }
 
-double teacher_top1(Teacher& teacher, Loader& test, const DatasetMeta& meta, const torch::Device& dev) {
+double teacher_top1(Teacher& teacher, Loader& test, const DatasetMeta& meta, const AugmentSpec& views,
+                    const torch::Device& dev) {
   torch::NoGradGuard ng;
   double counts[2] = {0, 0};  // correct, samples
-  for_each_test_batch(test, meta, dev, [&](const torch::Tensor& x, const torch::Tensor& y) {
+  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y) {
     counts[0] += double(teacher.logits(x).argmax(-1).eq(y).sum().item<int64_t>());
     counts[1] += double(y.size(0));
   });

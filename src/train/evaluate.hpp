@@ -2,6 +2,7 @@
 // Test-set accuracy of the trained model.
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
+#include "data/transforms/transforms.hpp"
 #include "distill/teacher.hpp"
 #include "model/vit.hpp"
 
@@ -12,9 +13,12 @@ namespace vitkd {
 /// evaluation, so that all of them see the same batches.
 LoaderOptions test_loader_options(LoaderOptions train);
 
+/// Every evaluation sees the test images through the evaluation view of the
+/// transform `views` (its output size and crop_pct; never augmented).
+
 /// Top-1 accuracy over the whole test split, every rank evaluating its share
 /// (`test` shards it); the model is left in training mode. Collective.
-double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, bool bf16);
+double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, const AugmentSpec& views, bool bf16);
 
 /// How close the student's test predictions are to the teacher's.
 struct TeacherAgreement {
@@ -25,11 +29,12 @@ struct TeacherAgreement {
 };
 /// Over the whole test split, every rank its share; runs the teacher once on
 /// it (distill.eval_agreement). Collective.
-TeacherAgreement teacher_agreement(ViT& model, Teacher& teacher, Loader& test, const DatasetMeta& meta, bool bf16,
-                                   double tau);
+TeacherAgreement teacher_agreement(ViT& model, Teacher& teacher, Loader& test, const DatasetMeta& meta,
+                                   const AugmentSpec& views, bool bf16, double tau);
 
 /// The teacher's own top-1 accuracy over the whole test split (unaugmented),
 /// every rank its share, on the teacher's device. Collective.
-double teacher_top1(Teacher& teacher, Loader& test, const DatasetMeta& meta, const torch::Device& dev);
+double teacher_top1(Teacher& teacher, Loader& test, const DatasetMeta& meta, const AugmentSpec& views,
+                    const torch::Device& dev);
 
 }  // namespace vitkd

@@ -83,10 +83,7 @@ TrainPlan plan_from_config(const Config& cfg, int64_t threads) {
   p.distill.temperature = cfg.distill_temperature;
   p.distill.alpha = cfg.distill_alpha;
   p.distill.label_smoothing = cfg.train_label_smoothing;
-  p.augment.enabled = cfg.data_augment;
-  p.augment.pad = cfg.data_crop_pad;
-  p.augment.flip = cfg.data_flip;
-  p.augment.seed = static_cast<uint64_t>(cfg.run_seed);
+  p.augment = augment_from_config(cfg);
   return p;
 }
 
@@ -114,6 +111,7 @@ void echo_start(const Config& cfg, const std::string& origin, const TrainSetup& 
   log0("data: %s: %lld train, %lld test, %lldx%lldx%lld, %lld classes\n", meta.path.c_str(),
        (long long)meta.train_size, (long long)meta.test_size, (long long)meta.height,
        (long long)meta.width, (long long)meta.channels, (long long)meta.num_classes);
+  log0("views: %s\n", transform_text(s.plan.augment, meta.height, meta.width).c_str());
 }
 
 void echo_model(const Config& cfg, const TrainSetup& s) {
@@ -175,6 +173,22 @@ void open_view_cache(const Config& cfg, TrainSetup& s) {
 
 }  // namespace
 
+AugmentSpec augment_from_config(const Config& cfg) {
+  AugmentSpec a;
+  a.enabled = cfg.data_augment;
+  a.crop = cfg.data_crop == "random_resized" ? CropKind::RandomResized : CropKind::Pad;
+  a.pad = cfg.data_crop_pad;
+  a.flip = cfg.data_flip;
+  a.scale_min = cfg.data_crop_scale.at(0);
+  a.scale_max = cfg.data_crop_scale.at(1);
+  a.ratio_min = cfg.data_crop_ratio.at(0);
+  a.ratio_max = cfg.data_crop_ratio.at(1);
+  a.crop_pct = cfg.data_crop_pct;
+  a.out = cfg.model_image_size;
+  a.seed = static_cast<uint64_t>(cfg.run_seed);
+  return a;
+}
+
 ModelSpec spec_from_config(const Config& c) {
   ModelSpec s;
 #define VITKD_FROM_CONFIG(type, name, def, meaning) s.name = c.model_##name;
@@ -193,7 +207,8 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   // ---- validate everything before writing anything -------------------------
   s.meta = validate_dataset_collective(cfg.data_path);
   s.spec = spec_from_config(cfg);
-  check_spec_fits_data(s.spec, s.meta, origin, "model.");
+  check_spec_fits_data(s.spec, s.meta, origin, "model.", "", s.spec.image_size);
+  check_views_fit(augment_from_config(cfg), s.meta);
   const int64_t G = cfg.data_batch_size * w.size;
   if (s.meta.train_size < G)
     throw UserError(cfg.data_path + ": /train has " + std::to_string(s.meta.train_size) +

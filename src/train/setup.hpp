@@ -9,7 +9,7 @@
 #include "comm/comm.hpp"
 #include "comm/device.hpp"
 #include "config/config.hpp"
-#include "data/augment.hpp"
+#include "data/transforms/transforms.hpp"
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
 #include "distill/loss.hpp"
@@ -81,6 +81,8 @@ struct TrainSetup {
 
 /// model.<field> keys of the configuration as a ModelSpec (VITKD_MODEL_SPEC_FIELDS).
 ModelSpec spec_from_config(const Config& cfg);
+/// The loader's transform (data.* and model.image_size; data/transforms).
+AugmentSpec augment_from_config(const Config& cfg);
 
 /// Validates the configuration against the data and the world, creates
 /// run.out_dir (checking every rank can write there), builds every component

@@ -80,7 +80,7 @@ bool StepEngine::fill(bool sifting) {
     const bool gpu = plan_.device.is_cuda();
     if (s_.views) {  // the teacher-view cache's views, replayed
       const std::vector<ViewParams> v = s_.views->views(b->epoch, b->indices);
-      x = batch_input_views(*b, s_.meta, v.data(), /*pinned=*/gpu);
+      x = batch_input_views(*b, s_.meta, v.data(), plan_.augment.out, /*pinned=*/gpu);
     } else {
       x = batch_input(*b, s_.meta, plan_.augment, /*pinned=*/gpu);
     }

@@ -82,7 +82,7 @@ double evaluate_now(TrainSetup& s, RunState& st, PhaseTimes& times, int64_t epoc
   e.train_seconds = e.elapsed_seconds - (st.eval_seconds + eval_total);
   {
     ScopedPhase ph(times, Phase::Eval);
-    e.test_top1 = evaluate(s.student, *s.test, s.meta, s.plan.bf16);
+    e.test_top1 = evaluate(s.student, *s.test, s.meta, s.plan.augment, s.plan.bf16);
   }
   times.settle();
   st.evaluations.push_back(e);
@@ -239,7 +239,7 @@ int train_main(const Config& cfg, const std::string& origin) {
   timing.phase_seconds.assign(times.total.begin(), times.total.end());
   if (plan.distilling() && cfg.distill_eval_agreement) {
     const TeacherAgreement a =
-        teacher_agreement(s.student, *s.teacher, *s.test, s.meta, plan.bf16, plan.distill.temperature);
+        teacher_agreement(s.student, *s.teacher, *s.test, s.meta, plan.augment, plan.bf16, plan.distill.temperature);
     timing.agreement = a;
     log0("test agreement with the teacher %.4f, KL to the teacher %.4f nats (%.4f at temperature %g); "
          "the teacher's own test top-1 %.4f\n", a.agreement, a.kl, a.kl_tau, plan.distill.temperature,
