@@ -120,18 +120,23 @@ def check(model, export_dir):
     return d32, d16
 
 
+def check_same(other, model, x, said, differs):
+    """other(x) against model(x) within TS_TOL: prints `said` and the
+    difference; raises RuntimeError(differs) beyond the tolerance."""
+    with torch.no_grad():
+        d = max_rel_diff(other(x), model(x))
+    print(f"vitkd_export: {said}: {d:.3e} (tolerance {TS_TOL:g})")
+    if d > TS_TOL:
+        raise RuntimeError(differs)
+    return d
+
+
 def save_torchscript(model, path, x):
     """torch.jit.script + save; reloads the file and checks it on x."""
     scripted = torch.jit.script(model)
     torch.jit.save(scripted, path)
-    loaded = torch.jit.load(path)
-    with torch.no_grad():
-        d = max_rel_diff(loaded(x), model(x))
-    print(f"vitkd_export: wrote {path} (TorchScript); reloaded vs eager: {d:.3e} "
-          f"(tolerance {TS_TOL:g})")
-    if d > TS_TOL:
-        raise RuntimeError(f"{path}: the reloaded TorchScript module differs from the model")
-    return d
+    return check_same(torch.jit.load(path), model, x, f"wrote {path} (TorchScript); reloaded vs eager",
+                      f"{path}: the reloaded TorchScript module differs from the model")
 
 
 def spec_of_meta(meta):
@@ -169,13 +174,8 @@ def save_timm(model, meta, path, x):
     from safetensors.torch import load_file
     tm = timm.create_model(name, pretrained=False, **kwargs).eval()
     tm.load_state_dict(load_file(path), strict=True)
-    with torch.no_grad():
-        d = max_rel_diff(tm(x), model(x))
-    print(f"vitkd_export: timm {timm.__version__} {name} with strict=True vs this model: {d:.3e} "
-          f"(tolerance {TS_TOL:g})")
-    if d > TS_TOL:
-        raise RuntimeError(f"{path}: timm's model with these weights differs from the model")
-    return d
+    return check_same(tm, model, x, f"timm {timm.__version__} {name} with strict=True vs this model",
+                      f"{path}: timm's model with these weights differs from the model")
 
 
 def save_torch_export(model, path, x):
@@ -187,14 +187,9 @@ def save_torch_export(model, path, x):
     tmp = path + ".tmp.pt2"  # torch.export.save warns about names not ending in .pt2
     torch.export.save(ep, tmp)
     os.replace(tmp, path)
-    loaded = torch.export.load(path).module()
-    with torch.no_grad():
-        d = max_rel_diff(loaded(x), model(x))
-    print(f"vitkd_export: wrote {path} (torch.export program); reloaded vs eager: {d:.3e} "
-          f"(tolerance {TS_TOL:g}); load with: torch.export.load({path!r}).module()")
-    if d > TS_TOL:
-        raise RuntimeError(f"{path}: the reloaded torch.export program differs from the model")
-    return d
+    return check_same(torch.export.load(path).module(), model, x,
+                      f"wrote {path} (torch.export program, load with torch.export.load({path!r}).module()); "
+                      "reloaded vs eager", f"{path}: the reloaded torch.export program differs from the model")
 
 
 def main(argv=None):
