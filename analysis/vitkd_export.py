@@ -3,6 +3,8 @@ PyTorch, checks it against the logits vitkd computed, and saves it as
 TorchScript for serving.
 
     python3 DIR/vitkd_export.py DIR [--torchscript FILE.pt]   # default DIR/student.pt
+        [--timm FILE.safetensors]   # also timm's state dict (needs safetensors; checked in timm if installed)
+        [--torch-export FILE.pt2]   # also a torch.export program (PyTorch 2.x)
 
 or from Python:
 
@@ -23,7 +25,14 @@ Tolerances of the check, relative to scale = max(1, max |logit|):
   BF16_TOL: PyTorch fp32 vs vitkd's bf16-autocast logits (bf16 keeps 8
             significant bits, 2^-8 relative per rounding, accumulated over
             the layers);
-  TS_TOL:   the saved TorchScript module vs the eager module.
+  TS_TOL:   the saved TorchScript module vs the eager module, and the same
+            for timm's model and the torch.export program.
+
+timm: the weights, with timm's names and shapes, load into
+timm.create_model(NAME, pretrained=False, **kwargs) with strict=True, NAME
+vit_tiny_patch16_224 (deit_tiny_distilled_patch16_224 with a distillation
+token) and kwargs the shape; the file's metadata and the printed line give
+both (vitkd_model.timm_model_args; docs/timm.md).
 """
 import argparse
 import json
@@ -111,29 +120,94 @@ def check(model, export_dir):
     return d32, d16
 
 
+def check_same(other, model, x, said, differs):
+    """other(x) against model(x) within TS_TOL: prints `said` and the
+    difference; raises RuntimeError(differs) beyond the tolerance."""
+    with torch.no_grad():
+        d = max_rel_diff(other(x), model(x))
+    print(f"vitkd_export: {said}: {d:.3e} (tolerance {TS_TOL:g})")
+    if d > TS_TOL:
+        raise RuntimeError(differs)
+    return d
+
+
 def save_torchscript(model, path, x):
     """torch.jit.script + save; reloads the file and checks it on x."""
     scripted = torch.jit.script(model)
     torch.jit.save(scripted, path)
-    loaded = torch.jit.load(path)
-    with torch.no_grad():
-        d = max_rel_diff(loaded(x), model(x))
-    print(f"vitkd_export: wrote {path} (TorchScript); reloaded vs eager: {d:.3e} "
-          f"(tolerance {TS_TOL:g})")
-    if d > TS_TOL:
-        raise RuntimeError(f"{path}: the reloaded TorchScript module differs from the model")
-    return d
+    return check_same(torch.jit.load(path), model, x, f"wrote {path} (TorchScript); reloaded vs eager",
+                      f"{path}: the reloaded TorchScript module differs from the model")
+
+
+def spec_of_meta(meta):
+    spec = {k: meta[k] for k in vitkd_model.SPEC_KEYS}
+    spec["dist_token"] = bool(meta["dist_token"])
+    spec["norm_eps"] = float(meta.get("norm_eps", 1e-6))
+    return spec
+
+
+def save_timm(model, meta, path, x):
+    """Writes the weights as a timm state dict (safetensors, with the
+    timm.create_model name and arguments in its metadata); when timm is
+    installed, loads them into timm's model (strict) and checks its logits."""
+    try:
+        from safetensors.torch import save_file
+    except ImportError:
+        raise RuntimeError("--timm needs the safetensors package (pip install safetensors)")
+    spec = spec_of_meta(meta)
+    name, kwargs = vitkd_model.timm_model_args(spec)
+    plain = {k: v for k, v in kwargs.items() if k != "norm_layer"}
+    metadata = {"format": "pt", "timm_model": name, "timm_kwargs": json.dumps(plain),
+                "norm_eps": repr(spec["norm_eps"]), "vitkd_version": str(meta.get("vitkd_version", "")),
+                "source_checkpoint": str(meta.get("source_checkpoint", ""))}
+    tmp = path + ".tmp"
+    save_file(vitkd_model.timm_state_dict(model), tmp, metadata=metadata)
+    os.replace(tmp, path)
+    call = vitkd_model.timm_call(spec)
+    print(f"vitkd_export: wrote {path} (timm state dict, safetensors); load with: model = {call}; "
+          f"model.load_state_dict(safetensors.torch.load_file({path!r}))")
+    try:
+        import timm
+    except ImportError:
+        print("vitkd_export: timm is not installed here, so the timm model was not checked")
+        return None
+    from safetensors.torch import load_file
+    tm = timm.create_model(name, pretrained=False, **kwargs).eval()
+    tm.load_state_dict(load_file(path), strict=True)
+    return check_same(tm, model, x, f"timm {timm.__version__} {name} with strict=True vs this model",
+                      f"{path}: timm's model with these weights differs from the model")
+
+
+def save_torch_export(model, path, x):
+    """torch.export (PyTorch 2.x) with a dynamic batch; reloads and checks it on x."""
+    if not hasattr(torch, "export") or not hasattr(torch.export, "save"):
+        raise RuntimeError(f"--torch-export: PyTorch {torch.__version__} has no torch.export "
+                           "(PyTorch 2.1 and newer have it); run this with a newer torch")
+    ep = torch.export.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    tmp = path + ".tmp.pt2"  # torch.export.save warns about names not ending in .pt2
+    torch.export.save(ep, tmp)
+    os.replace(tmp, path)
+    return check_same(torch.export.load(path).module(), model, x,
+                      f"wrote {path} (torch.export program, load with torch.export.load({path!r}).module()); "
+                      "reloaded vs eager", f"{path}: the reloaded torch.export program differs from the model")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="directory written by `vitkd export`")
     ap.add_argument("--torchscript", help="output TorchScript file (default DIR/student.pt)")
+    ap.add_argument("--timm", metavar="FILE.safetensors",
+                    help="also write the weights as a timm state dict (safetensors)")
+    ap.add_argument("--torch-export", metavar="FILE.pt2", help="also write a torch.export program")
     a = ap.parse_args(argv)
     model, meta = load(a.dir)
     check(model, a.dir)
     x, _, _ = reference(a.dir)
     save_torchscript(model, a.torchscript or os.path.join(a.dir, "student.pt"), x)
+    if a.timm:
+        save_timm(model, meta, a.timm, x)
+    if a.torch_export:
+        save_torch_export(model, a.torch_export, x)
     names = meta.get("class_names") or []
     print(f"vitkd_export: OK ({sum(p.numel() for p in model.parameters())} parameters, "
           f"{meta['classes']} classes{': ' + ', '.join(names) if names else ''})")

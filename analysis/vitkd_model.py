@@ -137,3 +137,65 @@ def load_checkpoint(path):
         state = {name: torch.from_numpy(f["model"][name][()]) for name in model.state_dict()}
     model.load_state_dict(state)
     return model.eval()
+
+
+# ---- timm (PyPI timm 1.0) -----------------------------------------------------
+# timm's vit_*_patch16_224 models (VisionTransformer with its defaults) are this
+# ViT: class token, learned position embedding over [cls, patches], pre-norm
+# blocks with QKV bias, exact (erf) GELU, LayerNorm eps 1e-6, the head on the
+# class token after the final norm; timm's deit_*_distilled_patch16_224
+# (VisionTransformerDistilled) adds the distillation token and head_dist and
+# predicts the mean of the two heads in eval mode, as vitkd does. The parameter
+# names are the same; only the patch embedding's shape differs: timm's Conv2d
+# weight [D, C, p, p] is vitkd's Linear weight [D, C*p*p], flattened in the
+# same (c, y, x) order.
+PATCH_WEIGHT = "patch_embed.proj.weight"
+DEFAULT_NORM_EPS = 1e-6  # timm's ViT LayerNorm
+
+
+def timm_state_dict(model):
+    """A vitkd ViT's weights with timm's names and shapes (fp32, contiguous)."""
+    p = model.patch_embed.patch
+    out = {}
+    for k, v in model.state_dict().items():
+        v = v.detach().to(torch.float32)
+        if k == PATCH_WEIGHT:
+            v = v.reshape(v.shape[0], -1, p, p)
+        out[k] = v.contiguous()
+    return out
+
+
+def from_timm_state_dict(state):
+    """timm names and shapes -> vitkd's (the inverse of timm_state_dict)."""
+    return {k: (v.reshape(v.shape[0], -1) if k == PATCH_WEIGHT and v.dim() == 4 else v)
+            for k, v in state.items()}
+
+
+def timm_model_args(spec):
+    """(name, kwargs) such that timm.create_model(name, pretrained=False, **kwargs)
+    builds the architecture of `spec` (SPEC_KEYS, dist_token, norm_eps), with
+    exactly vitkd's parameter shapes. kwargs is JSON-serialisable except
+    norm_layer, present only when norm_eps differs from timm's 1e-6."""
+    d = int(spec["dim"])
+    hidden = int(d * float(spec["mlp_ratio"]) + 0.5)  # vitkd: round(D * ratio)
+    ratio = hidden / d                                 # timm: int(D * ratio)
+    if int(d * ratio) != hidden:
+        ratio = (hidden + 0.5) / d
+    kwargs = dict(img_size=int(spec["image_size"]), patch_size=int(spec["patch"]),
+                  in_chans=int(spec["channels"]), embed_dim=d, depth=int(spec["depth"]),
+                  num_heads=int(spec["heads"]), mlp_ratio=ratio, num_classes=int(spec["classes"]))
+    eps = float(spec.get("norm_eps", DEFAULT_NORM_EPS))
+    if eps != DEFAULT_NORM_EPS:
+        import functools
+        kwargs["norm_layer"] = functools.partial(nn.LayerNorm, eps=eps)
+    name = "deit_tiny_distilled_patch16_224" if spec.get("dist_token") else "vit_tiny_patch16_224"
+    return name, kwargs
+
+
+def timm_call(spec):
+    """The timm.create_model call of timm_model_args, as Python source."""
+    name, kw = timm_model_args(spec)
+    args = ", ".join(f"{k}={v!r}" if k != "norm_layer" else
+                     f"norm_layer=functools.partial(torch.nn.LayerNorm, eps={kw[k].keywords['eps']!r})"
+                     for k, v in kw.items())
+    return f"timm.create_model({name!r}, pretrained=False, {args})"
