@@ -400,6 +400,23 @@ std::vector<Command> make_commands() {
                "difference of the norms (the check: all at most 1e-6) and exits 1 when one is larger. On the "
                "CPU the device update is LibTorch's element-wise kernels, which is what runs on a GPU where "
                "Kokkos has no CUDA."});
+  c.push_back({"bench loader", "Measure the loader's images per second per core: reads and the training transform.",
+               {},
+               {Flag::path("data", "FILE.h5", "a vitkd dataset (e.g. photos stored at 256 for 224)").needed(),
+                Flag::count("image-size", "S", "the model's input side (model.image_size)").at_least(1)
+                    .default_to("224"),
+                Flag::text("crop", "K", "the training crop: random_resized, pad (as data.crop) or none "
+                           "(the evaluation view)").one_of({"random_resized", "pad", "none"})
+                    .default_to("random_resized"),
+                Flag::count("batch", "N", "samples per rank per batch").at_least(1).default_to("64"),
+                Flag::count("millis", "MS", "measuring time").at_least(1).default_to("5000"),
+                Flag::number("model-rate", "R", "the training rate to compare with, images/s over all ranks "
+                             "(0 = none)").default_to("0"),
+                Flag::path("out", "FILE.json", "also write the rates as JSON")},
+               "One thread per rank reads random batches (sorted, coalesced hyperslabs, as the loader) and "
+               "transforms them (views, bilinear resampling, flip, normalization), with a horizontal flip of "
+               "probability 1/2; run under mpirun -n K for K cores. The file is dropped from the page cache "
+               "first where the kernel allows it."});
   c.push_back({"bench comm", "Measure reduce-scatter, all-gather and allreduce rates (run under mpirun).",
                {},
                {Flag::count("elements", "N", "floats per operation (default: the teacher's parameter count)")

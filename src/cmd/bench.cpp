@@ -4,13 +4,20 @@
 
 #include <torch/torch.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "cmd/args.hpp"
 #include "comm/comm.hpp"
 #include "comm/device.hpp"
 #include "comm/world.hpp"
+#include "data/dataset.hpp"
+#include "data/loader.hpp"
+#include "data/transforms/transforms.hpp"
 #include "io/json.hpp"
 #include "model/gelu.hpp"
 #include "model/gemm_rate.hpp"
@@ -210,6 +217,100 @@ int bench_comm(const cli::Args& a) {
   return kExitOk;
 }
 
+// Images per second per core of the loader's work for one training batch:
+// reading the batch's samples from the file (random indices, sorted and
+// coalesced as the loader reads them) and the transform (views, resampling,
+// normalization), on one thread per rank; under mpirun every rank does the
+// same on its own core and rank 0 sums the rates.
+int bench_loader(const cli::Args& a) {
+  using Clock = std::chrono::steady_clock;
+  const World& w = world();
+  const DatasetMeta meta = validate_dataset_collective(a.text("data"));
+  kokkos_ensure(1);
+  torch::set_num_threads(1);
+  AugmentSpec aug;
+  aug.enabled = a.text("crop") != "none";
+  aug.crop = a.text("crop") == "pad" ? CropKind::Pad : CropKind::RandomResized;
+  aug.out = a.integer("image-size");
+  aug.seed = 1;
+  if (aug.enabled && aug.crop == CropKind::Pad && (meta.height != aug.out || meta.width != aug.out))
+    throw UserError("bench loader: --crop pad needs images stored at --image-size (" + std::to_string(aug.out) +
+                    "); " + meta.path + " holds " + std::to_string(meta.height) + "x" + std::to_string(meta.width));
+  if (!(aug.enabled && aug.crop == CropKind::RandomResized) && (meta.height < aug.out || meta.width < aug.out))
+    throw UserError("bench loader: " + meta.path + " holds images smaller than --image-size " +
+                    std::to_string(aug.out) + "; use --crop random_resized or a smaller --image-size");
+  const int64_t batch = a.integer("batch");
+  const double seconds = a.integer("millis") / 1000.0;
+  // Drop the file from the page cache first where the kernel allows it
+  // (clean pages of a file we may read), so the first batches read the disk.
+  bool dropped = false;
+  if (w.root()) {
+    const int fd = ::open(meta.path.c_str(), O_RDONLY);
+    if (fd >= 0) {
+      dropped = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
+      ::close(fd);
+    }
+  }
+  barrier();
+  const int64_t S = aug.out, C = meta.channels;
+  std::vector<float> out(static_cast<size_t>(batch * C * S * S));
+  double read_s = 0, transform_s = 0;
+  int64_t images = 0, epoch = 0, step = 0;
+  std::vector<int64_t> perm = epoch_permutation(meta.train_size, 7, epoch);
+  const auto t0 = Clock::now();
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  while (since(t0) < seconds || images == 0) {
+    const int64_t g = batch * w.size;
+    if ((step + 1) * g > meta.train_size) {
+      perm = epoch_permutation(meta.train_size, 7, ++epoch);
+      step = 0;
+    }
+    const std::vector<int64_t> idx = rank_slice(perm, step++, g, w.rank, w.size);
+    const auto tr = Clock::now();
+    const Batch b = read_samples(meta, "train", idx, epoch);
+    const auto tt = Clock::now();
+    normalize_augment(b.pixels.data(), b.indices.data(), b.size(), meta.height, meta.width, C, meta.mean, meta.std,
+                      aug, epoch, out.data());
+    transform_s += since(tt);
+    read_s += std::chrono::duration<double>(tt - tr).count();
+    images += b.size();
+  }
+  // Per core: this rank's images over its own busy time; the job's rate: the sum.
+  const double per_core = images / (read_s + transform_s);
+  const double transform_rate = images / transform_s, read_rate = images / read_s;
+  const double total = allreduce_sum(per_core);
+  const double mean_transform = allreduce_sum(transform_rate) / w.size, mean_read = allreduce_sum(read_rate) / w.size;
+  const std::string views = transform_text(aug, meta.height, meta.width);
+  log0("bench loader: %s (%lldx%lldx%lld stored, contiguous), batch %lld per rank, %d rank(s), one thread each\n",
+       meta.path.c_str(), (long long)meta.height, (long long)meta.width, (long long)C, (long long)batch, w.size);
+  log0("views: %s\n", views.c_str());
+  log0("page cache: %s\n", dropped ? "dropped for the file before the first read (posix_fadvise DONTNEED)"
+                                   : "not dropped (posix_fadvise refused); reads may come from memory");
+  log0("%-34s %12.0f images/s per core\n", "read (sorted hyperslabs)", mean_read);
+  log0("%-34s %12.0f images/s per core\n", "transform (views, resample, norm)", mean_transform);
+  log0("%-34s %12.0f images/s per core, %.0f images/s over %d core(s)\n", "read + transform", total / w.size, total,
+       w.size);
+  const double model = a.number("model-rate");
+  JsonObject j;
+  j.set("data", meta.path).set("views", views).set("batch", batch).set("ranks", w.size);
+  j.set("page_cache_dropped", dropped).set("read_images_per_s_per_core", mean_read);
+  j.set("transform_images_per_s_per_core", mean_transform).set("images_per_s_per_core", total / w.size);
+  j.set("images_per_s", total);
+  if (model > 0) {
+    // Loader cores beside the compute ones: the step waits when they fall behind.
+    const double wait = std::max(0.0, 1.0 - total / model);
+    // The transform on the compute thread (vitkd's training loop): each step
+    // also spends the batch's transform time.
+    const double inline_share = (1.0 / mean_transform) / (1.0 / model + 1.0 / mean_transform);
+    log0("at a model rate of %.0f images/s: loader on these %d core(s) beside the compute: the step waits %.1f %% "
+         "of the time; the transform on the compute thread: %.1f %% of each step\n",
+         model, w.size, 100 * wait, 100 * inline_share);
+    j.set("model_images_per_s", model).set("wait_fraction", wait).set("inline_transform_fraction", inline_share);
+  }
+  if (w.root() && !a.text("out").empty()) j.write(a.text("out"));
+  return kExitOk;
+}
+
 }  // namespace
 
 int bench_main(const std::vector<std::string>& args) {
@@ -220,6 +321,7 @@ int bench_main(const std::vector<std::string>& args) {
   if (args[0] == "gemm") return bench_gemm(a);
   if (args[0] == "ops") return bench_ops(a);
   if (args[0] == "adamw") return bench_adamw(a);
+  if (args[0] == "loader") return bench_loader(a);
   return bench_comm(a);
 }
 

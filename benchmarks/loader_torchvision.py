@@ -1,0 +1,92 @@
+"""The anchor for `vitkd bench loader`: the same training transform in
+torchvision (transforms.v2 on uint8 tensors: RandomResizedCrop to 224 with
+bilinear resampling and no antialiasing, as vitkd resamples; a horizontal
+flip; ToDtype float and Normalize), fed by a DataLoader whose worker
+processes read the samples from the same vitkd dataset file with h5py.
+
+A benchmark, not a test. Run it with the venv of jobs/setup-torch2.sh
+(torchvision comes with timm there):
+
+    ~/.cache/vitkd/torch2-venv/bin/python benchmarks/loader_torchvision.py \\
+        --data /tmp/bench256.h5 --workers 1 --seconds 10 [--out FILE.json]
+
+Prints images per second over the measuring time (after one warm-up batch)
+and per worker process (per core: each worker is one process on one core,
+the main process only collects the batches); vitkd's figure to compare is
+`vitkd bench loader`'s "read + transform" per core at the same image size.
+"""
+import argparse
+import json
+import os
+import platform
+import time
+
+import h5py
+import numpy as np
+import torch
+import torchvision
+from torch.utils.data import DataLoader, Dataset
+from torchvision.transforms import v2
+
+
+class H5Images(Dataset):
+    """/train/images of a vitkd dataset: uint8 [H, W, C] -> uint8 tensor [C, H, W]."""
+
+    def __init__(self, path, transform):
+        self.path, self.transform, self.file = path, transform, None
+        with h5py.File(path, "r") as f:
+            self.n = f["train/images"].shape[0]
+            self.mean, self.std = list(f.attrs["mean"]), list(f.attrs["std"])
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.file is None:  # opened in the worker process
+            self.file = h5py.File(self.path, "r")
+        img = torch.from_numpy(self.file["train/images"][i]).permute(2, 0, 1)
+        return self.transform(img), int(self.file["train/labels"][i])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--image-size", type=int, default=224)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    probe = H5Images(a.data, None)
+    transform = v2.Compose([
+        v2.RandomResizedCrop(a.image_size, interpolation=v2.InterpolationMode.BILINEAR, antialias=False),
+        v2.RandomHorizontalFlip(),
+        v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize(probe.mean, probe.std),
+    ])
+    ds = H5Images(a.data, transform)
+    loader = DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers, drop_last=True,
+                        persistent_workers=True, worker_init_fn=lambda _: torch.set_num_threads(1))
+    images, t0 = 0, None
+    while t0 is None or time.perf_counter() - t0 < a.seconds:
+        for x, _ in loader:
+            if t0 is None:  # the first batch starts the workers: not measured
+                t0 = time.perf_counter()
+                continue
+            images += x.shape[0]
+            if time.perf_counter() - t0 >= a.seconds:
+                break
+    rate = images / (time.perf_counter() - t0)
+    r = {"torch": torch.__version__, "torchvision": torchvision.__version__, "cpu": platform.processor(),
+         "workers": a.workers, "batch": a.batch, "image_size": a.image_size, "images_per_s": rate,
+         "images_per_s_per_worker": rate / a.workers}
+    print(f"torchvision {torchvision.__version__} transforms.v2, {a.workers} worker(s): "
+          f"{rate:.0f} images/s, {rate / a.workers:.0f} per worker")
+    if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+        json.dump(r, open(a.out, "w"), indent=2)
+
+
+if __name__ == "__main__":
+    main()
