@@ -70,7 +70,7 @@ std::string weights_hash(const std::vector<torch::Tensor>& tensors) {
 // ---- a vitkd ViT checkpoint --------------------------------------------------
 class CheckpointTeacher : public Teacher {
  public:
-  CheckpointTeacher(const std::string& path, const DatasetMeta& m, bool bf16)
+  CheckpointTeacher(const std::string& path, const DatasetMeta& m, bool bf16, AttentionKernel attention)
       : path_(path), bf16_(bf16) {
     info_ = read_checkpoint_info(path);
     const ModelSpec& s = info_.spec;
@@ -78,6 +78,7 @@ class CheckpointTeacher : public Teacher {
     check_spec_fits_data(s, m, who, "", "distill on the data the teacher was trained for");
     model_ = ViT(s);
     load_checkpoint_weights(path, model_);
+    model_->set_attention(attention);
     id_ = s.describe() + ", weights " + weights_hash(model_->parameters());
     model_->eval();
     for (auto& p : model_->parameters()) p.set_requires_grad(false);
@@ -295,11 +296,13 @@ class EnsembleTeacher : public Teacher {
 std::unique_ptr<Teacher> make_teacher(const Config& cfg, const DatasetMeta& meta, bool bf16) {
   if (!cfg.teacher_torchscript.empty())
     return std::make_unique<TorchScriptTeacher>(cfg.teacher_torchscript, meta, bf16);
+  // model.attention holds for every vitkd ViT of the run, the teacher's too.
+  const AttentionKernel attention = attention_kernel(cfg.model_attention, "the configuration");
   if (cfg.teacher_checkpoint.size() == 1)
-    return std::make_unique<CheckpointTeacher>(cfg.teacher_checkpoint[0], meta, bf16);
+    return std::make_unique<CheckpointTeacher>(cfg.teacher_checkpoint[0], meta, bf16, attention);
   std::vector<std::unique_ptr<Teacher>> members;
   for (const std::string& path : cfg.teacher_checkpoint.paths)
-    members.push_back(std::make_unique<CheckpointTeacher>(path, meta, bf16));
+    members.push_back(std::make_unique<CheckpointTeacher>(path, meta, bf16, attention));
   return std::make_unique<EnsembleTeacher>(std::move(members), cfg.distill_temperature);
 }
 
