@@ -27,7 +27,8 @@ for c in unknown_key_in_file_names_the_nearest unknown_key_in_override_names_the
          more_threads_than_cores_per_rank_are_refused data_io_typo_names_the_nearest \
          device_cuda_without_cuda_is_refused_once nccl_on_the_cpu_is_refused device_typo_names_the_nearest \
          negative_label_smoothing_is_refused bf16_reduce_without_sharding_is_refused \
-         crop_ranges_out_of_bounds_are_refused pad_crop_at_another_size_is_refused; do
+         crop_ranges_out_of_bounds_are_refused pad_crop_at_another_size_is_refused \
+         drop_path_of_one_is_refused; do
   CASES+=("$c:setup")
 done
 
@@ -228,6 +229,7 @@ case_device_cuda_without_cuda_is_refused_once() {
 case_nccl_on_the_cpu_is_refused() {
   refused 'but this run computes on the CPU' --set run.device=cpu --set dist.backend=nccl
 }
+case_drop_path_of_one_is_refused() { refused "invalid value for 'model.drop_path': must lie in [0, 1)" --set model.drop_path=1.0; }
 case_negative_label_smoothing_is_refused() { refused "invalid value for 'train.label_smoothing': must lie in [0, 1)" --set train.label_smoothing=-0.1; }
 case_device_typo_names_the_nearest() { refused "did you mean 'cuda'" --set run.device=cudaa; }
 case_negative_sift_beta_is_refused() { refused "sift.beta" --set sift.beta=-1; }

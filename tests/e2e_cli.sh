@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The command line as a user meets it, for every subcommand (train, teacher-cache, prepare
-# fashion-mnist|synthetic|folder, export, inspect, bench gemm|ops|comm, keys,
+# fashion-mnist|synthetic|folder, export, inspect, bench gemm|ops|attention|comm, keys,
 # version): an unknown flag, a missing value, a non-numeric number and a
 # negative count are each exit 2 with exactly one line on stderr, naming the
 # flag, and nothing written in the working directory; `--help` of each exits 0
@@ -128,6 +128,9 @@ bad ops_missing "bench ops: --threads needs a value" -- bench ops --threads
 bad ops_not_numeric "bench ops: --millis must be an integer >= 1, got '1e3'" -- bench ops --millis 1e3
 bad ops_negative "bench ops: --threads must be an integer >= 1, got '-1'" -- bench ops --threads -1
 shows_help ops_help "--threads --millis" -- bench ops --help
+bad attention_unknown "unknown option '--batches' (did you mean '--batch'?)" -- bench attention --batches 2
+bad attention_not_numeric "bench attention: --rounds must be an integer >= 1, got '0'" -- bench attention --rounds 0
+shows_help attention_help "--threads --batch --rounds --millis --out" -- bench attention --help
 bad comm_unknown "unknown option '--iter' (did you mean '--iters'?)" -- bench comm --iter 3
 bad comm_missing "bench comm: --elements needs a value" -- bench comm --elements
 bad comm_not_numeric "bench comm: --elements must be an integer in [1, 2147483647], got 'lots'" -- bench comm --elements lots

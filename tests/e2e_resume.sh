@@ -7,6 +7,8 @@
 #   kd_sifting_resume_is_bit_identical        the same, distilling with kd sifting (pooled teacher logits)
 #   scope_teacher_resume_is_bit_identical     the same, distilling with scope "teacher" sifting
 #                                             (history and kept count carry over)
+#   drop_path_resume_is_bit_identical         the same with stochastic depth (model.drop_path = 0.3,
+#                                             3 blocks): its masks are keyed, not drawn in order
 #   resume_at_other_rank_count_within_rtol    written at another rank count, resumed at NP
 #   other_global_batch_is_refused_with_fix    a global batch that does not match the checkpoint
 #   kill_during_checkpoint_keeps_previous     a rank SIGKILLed halfway through a checkpoint write
@@ -30,6 +32,7 @@ source "$(dirname "$0")/lib/common.sh"
 CASES=(setup preempted_run_resumes_bit_identical:setup
        inspect_summarises_resumed_run:setup:preempted_run_resumes_bit_identical
        kd_sifting_resume_is_bit_identical:setup scope_teacher_resume_is_bit_identical:setup
+       drop_path_resume_is_bit_identical:setup
        resume_at_other_rank_count_within_rtol:setup other_global_batch_is_refused_with_fix:setup
        kill_during_checkpoint_keeps_previous:setup sigusr1_checkpoints_and_resumes_exactly:setup
        truncated_checkpoint_falls_back:setup corrupt_resume_path_is_an_error:setup
@@ -93,6 +96,11 @@ case_inspect_summarises_resumed_run() {
 case_kd_sifting_resume_is_bit_identical() {
   # the pool carries teacher logits across the stop
   preempted_equals_full dfull dcut "${D[@]}" --set sift.criterion=kd
+}
+
+case_drop_path_resume_is_bit_identical() {
+  preempted_equals_full dpfull dpcut "${T[@]}" --set model.depth=3 --set model.drop_path=0.3
+  grep -q "stochastic depth: drop_path 0.3 " last.log || fail "start-up line: $(grep -m1 'stochastic depth' last.log)"
 }
 
 case_scope_teacher_resume_is_bit_identical() {

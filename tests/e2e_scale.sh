@@ -3,6 +3,10 @@
 # ranks against 1 rank with the same global batch (32 samples per step):
 #   params_equal_one_rank                   the parameters equal the 1-rank run's up to reduction
 #                                           order (fp32, relative L2 <= 1e-5)
+#   params_equal_one_rank_with_drop_path    the same with stochastic depth (model.drop_path = 0.3,
+#                                           3 blocks, global batch 24) at 1, NP and 3 ranks: each
+#                                           sample's masks follow from its index, not its rank;
+#                                           and the run differs from one without stochastic depth
 #   mpio_reads_equal_serial_reads           data.io = "mpio" trains bit for bit as "serial", and
 #                                           result.json's data_io says which mode each run used
 #                                           (every rank's file through MPI-IO under mpio)
@@ -14,7 +18,7 @@
 #                                           at 2 global batches
 #   e2e_scale.sh --list | CASE NP ROOT    (tests/lib/common.sh)
 source "$(dirname "$0")/lib/common.sh"
-CASES=(setup params_equal_one_rank:setup mpio_reads_equal_serial_reads:setup
+CASES=(setup params_equal_one_rank:setup params_equal_one_rank_with_drop_path:setup mpio_reads_equal_serial_reads:setup
        sift_selection_equal_one_rank_with_short_history:setup short_history_warns:setup)
 
 SETUP=${3-}/setup
@@ -40,6 +44,23 @@ case_params_equal_one_rank() {
   cmp_ckpt one/checkpoint.h5 many/checkpoint.h5 --rtol 1e-5 --groups model
   # The start-up line names the reduction that runs.
   grep -q "ZeRO-1 sharded AdamW, .*, fp32 reduce-scatter," many.log || fail "start-up line: $(grep -m1 communication: many.log)"
+}
+
+case_params_equal_one_rank_with_drop_path() {
+  local G=24 dp=(model.depth=3 model.drop_path=0.3) counts=("$NP") n
+  [ "$NP" = 2 ] && counts+=(3)  # 3 ranks too (scale runs at 2, 4 and 8)
+  run one 1 "${dp[@]}"
+  grep -q "stochastic depth: drop_path 0.3 " one.log || fail "start-up line: $(grep -m1 'stochastic depth' one.log)"
+  for n in "${counts[@]}"; do
+    run "np$n" "$n" "${dp[@]}"
+    cmp_ckpt one/checkpoint.h5 "np$n/checkpoint.h5" --rtol 1e-5 --groups model
+  done
+  # Not an option that is ignored: without it the run ends elsewhere.
+  run plain 1 model.depth=3
+  if cmp_ckpt one/checkpoint.h5 plain/checkpoint.h5 --rtol 1e-3 --groups model > plain.cmp; then
+    cat plain.cmp; fail "model.drop_path = 0.3 trained as drop_path = 0"
+  fi
+  echo "ok: stochastic depth trains the same at 1 and ${counts[*]} ranks"
 }
 
 case_mpio_reads_equal_serial_reads() {

@@ -382,6 +382,18 @@ std::vector<Command> make_commands() {
                {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
                 Flag::count("millis", "MS", "measuring time per operation").at_least(1).default_to("500")},
                "Forward and backward, fp32 and bf16, at the models' MLP shapes, against torch::gelu."});
+  c.push_back({"bench attention",
+               "Time attention forward + backward at ViT-S/16's shapes: fused kernel against bmm-softmax-bmm.",
+               {},
+               {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
+                Flag::count("batch", "B", "samples of 197 tokens of 384 features").at_least(1).default_to("16"),
+                Flag::count("rounds", "R", "alternating rounds; the medians are printed").at_least(1).default_to("3"),
+                Flag::count("millis", "MS", "measuring time per kernel and round").at_least(1).default_to("1000"),
+                Flag::path("out", "FILE.json", "also write the medians as JSON")},
+               "ViT-S/16 at 224x224 (197 tokens, 384 wide, 6 heads of 64): the attention module (qkv, "
+               "attention, projection) and a whole block, under bf16 autocast (where LibTorch multiplies bf16) "
+               "and in fp32, with each model.attention kernel in turn. A LibTorch without the fused kernel "
+               "(before 2.1) times the unfused one only."});
   c.push_back({"bench adamw",
                "Check the AdamW update of a device against the host kernel, and time both.",
                {},

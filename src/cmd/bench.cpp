@@ -22,10 +22,12 @@
 #include "model/gelu.hpp"
 #include "model/gemm_rate.hpp"
 #include "model/precision.hpp"
+#include "model/vit.hpp"
 #include "optim/adamw.hpp"
 #include "util/kokkos_session.hpp"
 #include "util/timing.hpp"
 #include "util/error.hpp"
+#include "util/torch_compat.hpp"
 
 namespace vitkd {
 namespace {
@@ -107,6 +109,67 @@ int bench_ops(const cli::Args& a) {
            dtype == torch::kBFloat16 ? "bf16" : "fp32", fc1, tf, vf, tb, vb);
     }
   }
+  return kExitOk;
+}
+
+// Attention forward + backward at ViT-S/16's shapes, LibTorch's fused kernel
+// against bmm-softmax-bmm (model.attention), alone and inside a block:
+// alternating rounds, medians (the performance log's evidence).
+int bench_attention(const cli::Args& a) {
+  torch::set_num_threads(static_cast<int>(a.integer("threads")));
+  const double secs = a.integer("millis") / 1000.0;
+  const int64_t B = a.integer("batch"), T = 197, D = 384, H = 6, rounds = a.integer("rounds");
+  std::vector<AttentionKernel> kernels{AttentionKernel::Unfused};
+  if (has_fused_attention()) kernels.push_back(AttentionKernel::Fused);
+  log0("LibTorch %s, %d thread(s); input [%lld, %lld, %lld], %lld heads; medians of %lld alternating rounds\n",
+       TORCH_VERSION, torch::get_num_threads(), (long long)B, (long long)T, (long long)D, (long long)H,
+       (long long)rounds);
+  if (!has_fused_attention()) log0("this LibTorch has no fused attention kernel: the unfused one only\n");
+  torch::manual_seed(0);
+  Block block(D, H, 4 * D);
+  Attention& attn = block->attn;
+  const auto x = torch::randn({B, T, D}).requires_grad_(true);
+  const auto g = torch::randn({B, T, D});
+  JsonObject out;
+  log0("%-10s %-6s %14s %14s %10s\n", "module", "dtype", "unfused ms", "fused ms", "speed-up");
+  for (const bool bf16 : {true, false}) {
+    if (bf16) {
+      try {  // as bench gemm: bf16 products fail where oneDNN is restricted below bf16
+        torch::matmul(torch::ones({128, 128}, torch::kBFloat16), torch::ones({128, 128}, torch::kBFloat16));
+      } catch (const std::exception&) {
+        log0("bf16: LibTorch cannot multiply bf16 matrices here; skipped\n");
+        continue;
+      }
+    }
+    for (const bool whole_block : {false, true}) {
+      std::vector<std::vector<double>> ms(2);
+      for (int64_t r = 0; r < rounds; ++r)
+        for (const AttentionKernel k : kernels) {
+          attn->kernel = k;
+          ms[k == AttentionKernel::Fused].push_back(ms_per_call(
+              [&] {
+                AutocastBf16 ac(bf16);
+                auto y = whole_block ? block->forward(x) : attn->forward(x);
+                y.backward(g);
+              },
+              secs));
+        }
+      double med[2] = {0, 0};
+      for (int i = 0; i < 2; ++i)
+        if (!ms[i].empty()) {
+          std::sort(ms[i].begin(), ms[i].end());
+          med[i] = ms[i][ms[i].size() / 2];
+        }
+      const std::string what = whole_block ? "block" : "attention", type = bf16 ? "bf16" : "fp32";
+      if (med[1] > 0)
+        log0("%-10s %-6s %14.2f %14.2f %9.2fx\n", what.c_str(), type.c_str(), med[0], med[1], med[0] / med[1]);
+      else
+        log0("%-10s %-6s %14.2f %14s %10s\n", what.c_str(), type.c_str(), med[0], "-", "-");
+      out.set(what + "_" + type + "_unfused_ms", med[0]);
+      if (med[1] > 0) out.set(what + "_" + type + "_fused_ms", med[1]);
+    }
+  }
+  if (a.given("out") && world().root()) out.write(a.text("out"));
   return kExitOk;
 }
 
@@ -322,6 +385,7 @@ int bench_main(const std::vector<std::string>& args) {
   if (args[0] == "ops") return bench_ops(a);
   if (args[0] == "adamw") return bench_adamw(a);
   if (args[0] == "loader") return bench_loader(a);
+  if (args[0] == "attention") return bench_attention(a);
   return bench_comm(a);
 }
 

@@ -17,7 +17,7 @@ int prepare_main(const std::vector<std::string>& args);
 int export_main(const std::vector<std::string>& args);
 /// `vitkd inspect FILE.h5`: a summary of a dataset, checkpoint or timing log (cmd/inspect.cpp)
 int inspect_main(const std::vector<std::string>& args);
-/// `vitkd bench gemm|ops|comm ...`: this machine's ceilings (cmd/bench.cpp)
+/// `vitkd bench gemm|ops|attention|adamw|comm ...`: this machine's ceilings (cmd/bench.cpp)
 int bench_main(const std::vector<std::string>& args);
 /// `vitkd teacher-cache CONFIG.toml [--set ...]`: the teacher-view cache (cmd/teacher_cache.cpp)
 int teacher_cache_main(const std::vector<std::string>& args);

@@ -399,6 +399,10 @@ void validate_config(const Config& c, const std::string& origin) {
   if (c.model_classes < 2) bad("model.classes", "must be at least 2");
   if (!(c.model_norm_eps > 0 && c.model_norm_eps < 1))
     bad("model.norm_eps", "must be in (0, 1), got " + std::to_string(c.model_norm_eps));
+  if (!(c.model_drop_path >= 0 && c.model_drop_path < 1))
+    bad("model.drop_path", "must lie in [0, 1) (0 = off; timm's ViT-S/B recipes use 0.1), got " +
+                               to_toml(c.model_drop_path));
+  one_of("model.attention", c.model_attention, {"auto", "fused", "unfused"});
   if (c.run_mode == "distill" && c.teacher_checkpoint.empty() && c.teacher_torchscript.empty())
     throw UserError(origin + ": run.mode = \"distill\" needs a teacher; set teacher.checkpoint to a vitkd "
                     "checkpoint.h5 or teacher.torchscript to a torch.jit.save file (exactly one)");

@@ -52,6 +52,8 @@ struct PathList {
   X(model, norm_eps, double, 1e-6, "LayerNorm epsilon (PyTorch's nn.LayerNorm default is 1e-5)") \
   X(model, init, std::string, "trunc_normal", "\"trunc_normal\" (normal(0, 0.02) clipped at +-0.04) or \"torch\" (PyTorch's module defaults)") \
   X(model, decay, std::string, "matrices", "AdamW weight decay on \"matrices\" (not biases, norms, tokens, pos_embed) or \"all\" parameters") \
+  X(model, drop_path, double, 0.0, "stochastic depth as timm's drop_path_rate, in [0, 1): in training, block i drops its attention and MLP branches per sample with probability drop_path * i / (depth - 1) and scales kept ones by 1 / keep; keyed by (run.seed, epoch, sample, block, branch); 0 = off (docs/training.md)") \
+  X(model, attention, std::string, "auto", "attention kernel: \"auto\" (LibTorch's fused at::scaled_dot_product_attention where it has one, 2.1 and newer, on GPUs and in fp32; unfused on CPUs in bf16, where it measured faster), \"fused\" or \"unfused\" (bmm-softmax-bmm, every LibTorch; docs/training.md)") \
   X(teacher, checkpoint, PathList, PathList{}, "vitkd checkpoint of the teacher (distill mode); an array of checkpoints is an ensemble: the targets are the mean of their probabilities") \
   X(teacher, torchscript, std::string, "", "or a torch.jit.save file: normalized float [N,C,H,W] -> logits [N,K]") \
   X(distill, kind, std::string, "soft", "\"soft\" (KL) or \"hard\" (teacher argmax)")      \

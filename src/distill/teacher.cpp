@@ -70,7 +70,8 @@ std::string weights_hash(const std::vector<torch::Tensor>& tensors) {
 // ---- a vitkd ViT checkpoint --------------------------------------------------
 class CheckpointTeacher : public Teacher {
  public:
-  CheckpointTeacher(const std::string& path, const DatasetMeta& m, int64_t view_side, bool bf16)
+  CheckpointTeacher(const std::string& path, const DatasetMeta& m, int64_t view_side, bool bf16,
+                    AttentionKernel attention)
       : path_(path), bf16_(bf16) {
     info_ = read_checkpoint_info(path);
     const ModelSpec& s = info_.spec;
@@ -78,6 +79,7 @@ class CheckpointTeacher : public Teacher {
     check_spec_fits_data(s, m, who, "", "distill on the data the teacher was trained for", view_side);
     model_ = ViT(s);
     load_checkpoint_weights(path, model_);
+    model_->set_attention(attention);
     id_ = s.describe() + ", weights " + weights_hash(model_->parameters());
     model_->eval();
     for (auto& p : model_->parameters()) p.set_requires_grad(false);
@@ -300,11 +302,13 @@ std::unique_ptr<Teacher> make_teacher(const Config& cfg, const DatasetMeta& meta
     views.height = views.width = side;
     return std::make_unique<TorchScriptTeacher>(cfg.teacher_torchscript, views, bf16);
   }
+  // model.attention holds for every vitkd ViT of the run, the teacher's too.
+  const AttentionKernel attention = attention_kernel(cfg.model_attention, "the configuration");
   if (cfg.teacher_checkpoint.size() == 1)
-    return std::make_unique<CheckpointTeacher>(cfg.teacher_checkpoint[0], meta, side, bf16);
+    return std::make_unique<CheckpointTeacher>(cfg.teacher_checkpoint[0], meta, side, bf16, attention);
   std::vector<std::unique_ptr<Teacher>> members;
   for (const std::string& path : cfg.teacher_checkpoint.paths)
-    members.push_back(std::make_unique<CheckpointTeacher>(path, meta, side, bf16));
+    members.push_back(std::make_unique<CheckpointTeacher>(path, meta, side, bf16, attention));
   return std::make_unique<EnsembleTeacher>(std::move(members), cfg.distill_temperature);
 }
 

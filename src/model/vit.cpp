@@ -1,6 +1,7 @@
 #include "model/vit.hpp"
 
 #include "model/gelu.hpp"
+#include "util/error.hpp"
 #include "util/torch_compat.hpp"
 
 #include <cmath>
@@ -62,6 +63,28 @@ torch::Tensor ViTOutput::prediction() const {
   return dist_logits.defined() ? (logits + dist_logits) * 0.5 : logits;
 }
 
+AttentionKernel attention_kernel(const std::string& setting, const std::string& origin) {
+  if (setting == "unfused") return AttentionKernel::Unfused;
+  if (setting == "fused" && !has_fused_attention())
+    throw UserError(origin + ": model.attention = \"fused\" needs LibTorch 2.1 or newer "
+                    "(at::scaled_dot_product_attention), and this vitkd is built against LibTorch " +
+                    std::string(TORCH_VERSION) + "; set model.attention = \"auto\" or \"unfused\", or build "
+                    "against a LibTorch 2.x (jobs/lanes/torch2.sh)");
+  if (setting == "fused") return AttentionKernel::Fused;
+  return AttentionKernel::Auto;  // "auto" (validate_config refuses any other value)
+}
+
+AttentionKernel attention_runs(AttentionKernel k, bool cuda, bool bf16) {
+  if (k != AttentionKernel::Auto) return k;
+  // On the CPU in bf16 the fused kernel measured slower than bmm-softmax-bmm
+  // (whose products oneDNN runs on AMX / AVX512_BF16); see vit.hpp.
+  return has_fused_attention() && (cuda || !bf16) ? AttentionKernel::Fused : AttentionKernel::Unfused;
+}
+
+std::string describe(AttentionKernel k) {
+  return k == AttentionKernel::Fused ? "fused (at::scaled_dot_product_attention)" : "unfused (bmm-softmax-bmm)";
+}
+
 PatchEmbedImpl::PatchEmbedImpl(int64_t channels, int64_t patch_, int64_t dim) : patch(patch_) {
   proj = register_module("proj", torch::nn::Linear(channels * patch * patch, dim));
 }
@@ -105,8 +128,9 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
     k = qkv_[1].reshape({B * heads, T, hd});
     v = qkv_[2].reshape({B * heads, T, hd});
   }
-  if (x.is_cuda() && has_fused_attention()) {
-    // On a GPU, LibTorch's fused kernel (flash or memory-efficient attention).
+  if (attention_runs(kernel, x.is_cuda(), q.scalar_type() == torch::kBFloat16) == AttentionKernel::Fused) {
+    // LibTorch's fused kernel: flash attention on the CPU, flash or
+    // memory-efficient attention on a GPU; no [Q, T] score matrix is kept.
     auto o = fused_attention(q.view({B, heads, Q, hd}), k.view({B, heads, T, hd}), v.view({B, heads, T, hd}),
                              scale_folded ? 1.0 : scale);
     return proj(o.transpose(1, 2).reshape({B, Q, D}));
@@ -145,9 +169,14 @@ BlockImpl::BlockImpl(int64_t dim, int64_t heads, int64_t hidden, double norm_eps
   mlp = register_module("mlp", Mlp(dim, hidden));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x, int64_t queries) {
-  auto h = (queries > 0 ? x.narrow(1, 0, queries) : x) + attn(norm1(x), queries);
-  return h + mlp(norm2(h));
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, int64_t queries, const torch::Tensor& attn_scale,
+                                const torch::Tensor& mlp_scale) {
+  auto a = attn(norm1(x), queries);
+  if (attn_scale.defined()) a = a * attn_scale;  // stochastic depth (timm's DropPath)
+  auto h = (queries > 0 ? x.narrow(1, 0, queries) : x) + a;
+  auto m = mlp(norm2(h));
+  if (mlp_scale.defined()) m = m * mlp_scale;
+  return h + m;
 }
 
 ViTImpl::ViTImpl(const ModelSpec& s) : spec(s) {
@@ -214,7 +243,12 @@ void ViTImpl::reset_parameters() {
 
 DecayScope ViTImpl::decay_scope() const { return parse_decay_scope(spec.decay); }
 
-ViTOutput ViTImpl::forward(const torch::Tensor& images, bool all_tokens) {
+void ViTImpl::set_attention(AttentionKernel k) {
+  for (auto& m : modules(/*include_self=*/false))
+    if (auto* a = m->as<Attention>()) a->kernel = k;
+}
+
+ViTOutput ViTImpl::forward(const torch::Tensor& images, bool all_tokens, const DropPathScales* drop) {
   const int64_t B = images.size(0);
   auto x = patch_embed(images);  // [B,N,D]
   std::vector<torch::Tensor> toks{cls_token.expand({B, -1, -1})};
@@ -224,8 +258,13 @@ ViTOutput ViTImpl::forward(const torch::Tensor& images, bool all_tokens) {
   // Only the head tokens' outputs of the last block reach the heads, so the last
   // block computes just those (keys and values still come from every token).
   const int64_t last = static_cast<int64_t>(blocks->size()) - 1;
+  const bool dropping = drop && !drop->empty();
+  TORCH_CHECK(!dropping || (drop->attn.size() == blocks->size() && drop->mlp.size() == blocks->size()),
+              "drop-path scales for ", drop ? drop->attn.size() : 0, " blocks, the model has ", blocks->size());
+  const torch::Tensor none;
   for (int64_t i = 0; i <= last; ++i)
-    x = blocks[i]->as<Block>()->forward(x, i == last && !all_tokens ? spec.head_tokens() : 0);
+    x = blocks[i]->as<Block>()->forward(x, i == last && !all_tokens ? spec.head_tokens() : 0,
+                                        dropping ? drop->attn[i] : none, dropping ? drop->mlp[i] : none);
   x = norm(x);
   ViTOutput out;
   out.logits = head(x.select(1, 0));

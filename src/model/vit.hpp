@@ -11,6 +11,7 @@
 // Token order is [cls, dist, patches] (DeiT); T = 1 (+1) + (S/p)^2.
 #include <torch/torch.h>
 
+#include "model/drop_path.hpp"
 #include "optim/flat_params.hpp"
 
 #include <cstdint>
@@ -75,6 +76,25 @@ struct ViTOutput {
   torch::Tensor prediction() const;
 };
 
+/// How attention computes softmax(q k^T * scale) v: LibTorch's fused kernel
+/// (at::scaled_dot_product_attention, LibTorch 2.1 and newer: a flash-attention
+/// kernel on the CPU, flash or memory-efficient kernels on GPUs), vitkd's own
+/// bmm-softmax-bmm, which every LibTorch runs, or Auto: per call, fused where
+/// this LibTorch has it and the call is on a GPU or not in bf16; unfused
+/// otherwise. (Measured on an AVX512_BF16/AMX Xeon with LibTorch 2.15, ViT-S/16
+/// shapes, forward + backward: the fused kernel took 1.6-1.7x the time of the
+/// unfused one in bf16 and the same in fp32; docs/performance-log.md.)
+enum class AttentionKernel { Auto, Unfused, Fused };
+/// model.attention ("auto", "fused" or "unfused") for this LibTorch; "fused"
+/// on a LibTorch without the kernel is a UserError naming `origin` (the
+/// configuration) and the fix.
+AttentionKernel attention_kernel(const std::string& setting, const std::string& origin);
+/// The kernel `k` runs for inputs on a GPU (`cuda`) or the CPU, in bf16
+/// (autocast or bf16 weights) or not: Fused or Unfused.
+AttentionKernel attention_runs(AttentionKernel k, bool cuda, bool bf16);
+/// "fused (at::scaled_dot_product_attention)" or "unfused (bmm-softmax-bmm)".
+std::string describe(AttentionKernel k);
+
 struct PatchEmbedImpl : torch::nn::Module {
   PatchEmbedImpl(int64_t channels, int64_t patch, int64_t dim);
   torch::Tensor forward(const torch::Tensor& x);  ///< [B,C,H,W] -> [B,N,D]
@@ -96,6 +116,7 @@ struct AttentionImpl : torch::nn::Module {
   int64_t heads;
   double scale;
   bool scale_folded = false;  ///< set by fold_scale_into_queries()
+  AttentionKernel kernel = AttentionKernel::Auto;
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
 };
 TORCH_MODULE(Attention);
@@ -110,8 +131,11 @@ TORCH_MODULE(Mlp);
 struct BlockImpl : torch::nn::Module {
   BlockImpl(int64_t dim, int64_t heads, int64_t hidden, double norm_eps = 1e-6);
   /// Pre-norm residual block, [B,T,D] -> [B,T,D], or [B,Q,D] for the first
-  /// queries = Q > 0 tokens only (see AttentionImpl::forward).
-  torch::Tensor forward(const torch::Tensor& x, int64_t queries = 0);
+  /// queries = Q > 0 tokens only (see AttentionImpl::forward). `attn_scale`
+  /// and `mlp_scale` [B,1,1], where defined, multiply the attention and MLP
+  /// branches per sample before each residual add (stochastic depth).
+  torch::Tensor forward(const torch::Tensor& x, int64_t queries = 0, const torch::Tensor& attn_scale = {},
+                        const torch::Tensor& mlp_scale = {});
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   Attention attn{nullptr};
   Mlp mlp{nullptr};
@@ -122,8 +146,12 @@ struct ViTImpl : torch::nn::Module, DecayScoped {
   explicit ViTImpl(const ModelSpec& spec);
   /// images [B,C,H,W] float. The last block runs only the head tokens' rows;
   /// all_tokens = true runs it on every token (the same logits, more work; the
-  /// reference the tests compare the short path with).
-  ViTOutput forward(const torch::Tensor& images, bool all_tokens = false);
+  /// reference the tests compare the short path with). `drop`, in a training
+  /// forward of a model with stochastic depth only: the per-sample branch
+  /// scales of every block (drop_path_scales()); null or empty: none.
+  ViTOutput forward(const torch::Tensor& images, bool all_tokens = false, const DropPathScales* drop = nullptr);
+  /// Every block's attention computes with `k` (model.attention).
+  void set_attention(AttentionKernel k);
   /// spec.init = "trunc_normal": normal(0, 0.02) clipped to +-2 sigma for every
   /// weight, the tokens and the position embedding; zero biases; unit norms.
   /// spec.init = "torch": what a plain PyTorch ViT gets from its modules'

@@ -84,6 +84,8 @@ TrainPlan plan_from_config(const Config& cfg, int64_t threads) {
   p.distill.alpha = cfg.distill_alpha;
   p.distill.label_smoothing = cfg.train_label_smoothing;
   p.augment = augment_from_config(cfg);
+  p.drop_path.rate = cfg.model_drop_path;
+  p.drop_path.seed = static_cast<uint64_t>(cfg.run_seed);  // run.seed, also where a view cache sets the views' seed
   return p;
 }
 
@@ -118,6 +120,13 @@ void echo_model(const Config& cfg, const TrainSetup& s) {
   const MemoryFootprint mem = s.opt->memory();
   const Shard& shard = s.opt->shard();
   log0("%s: %s\n", s.plan.distilling() ? "student" : "model", s.spec.describe().c_str());
+  log0("attention: %s; stochastic depth: ",
+       describe(attention_runs(s.plan.attention, s.plan.device.is_cuda(), s.plan.bf16)).c_str());
+  if (s.plan.drop_path.enabled())
+    log0("drop_path %g (block i of %lld drops a branch with probability %g * i / %lld)\n", cfg.model_drop_path,
+         (long long)s.spec.depth, cfg.model_drop_path, (long long)std::max<int64_t>(1, s.spec.depth - 1));
+  else
+    log0("off\n");
   // What runs: the sharded path reduce-scatters in precision.reduce; the
   // unsharded one allreduces fp32 (validate_config refuses bf16 there).
   const std::string reduce = s.opt->sharded() ? s.precision.reduce + " reduce-scatter" : "fp32 allreduce";
@@ -217,6 +226,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
                     " ranks); lower data.batch_size or use more data");
   s.plan = plan_from_config(cfg, compute_threads(cfg));
   TrainPlan& plan = s.plan;
+  plan.attention = attention_kernel(cfg.model_attention, origin);
   plan.device = s.device.torch_device();
   // The precision probe and the teacher's bf16 copy run on the run's threads.
   torch::set_num_threads(static_cast<int>(plan.threads));
@@ -246,6 +256,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   if (plan.distilling()) log0("teacher: %s\n", s.teacher->describe().c_str());
   torch::manual_seed(static_cast<uint64_t>(cfg.run_seed));
   s.student = ViT(s.spec);  // initialised on the CPU: the same weights on every device
+  s.student->set_attention(plan.attention);
   s.student->to(plan.device);
   s.flat = std::make_unique<FlatParams>(*s.student, w.size);
   broadcast_tensor(s.flat->params, 0);  // identical start

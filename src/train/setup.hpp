@@ -48,6 +48,8 @@ struct TrainPlan {
   int64_t threads = 1;              ///< compute threads per rank
   DistillSpec distill;
   AugmentSpec augment;
+  DropPathSpec drop_path;           ///< the student's stochastic depth in training forwards (model.drop_path)
+  AttentionKernel attention = AttentionKernel::Auto;  ///< model.attention
 
   bool distilling() const { return mode == RunMode::Distill; }
   bool sifting_at(int64_t step) const { return sift != SiftScope::Off && step >= sift_delay; }

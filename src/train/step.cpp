@@ -184,7 +184,11 @@ void StepEngine::train(int64_t n, int64_t global_n, TeacherSource source) {
     if (faults_.slow_rank == world().rank)
       std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_ms));
     AutocastBf16 ac(plan_.bf16, plan_.device.type());
-    out = s_.student->forward(take.x);
+    // Stochastic depth: each sample's kept branches follow from its index
+    // and the epoch (model/drop_path.hpp), whichever rank trains it.
+    const DropPathScales drop =
+        drop_path_scales(plan_.drop_path, s_.spec.depth, st_.data_epoch, take.i, plan_.device);
+    out = s_.student->forward(take.x, /*all_tokens=*/false, &drop);
   }
   torch::Tensor loss;
   if (source == TeacherSource::Sifted) {
