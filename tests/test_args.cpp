@@ -158,7 +158,7 @@ TEST(Args, KindsAreChosenFromTheirGroupWithSuggestions) {
     ADD_FAILURE() << "no error";
   } catch (const vitkd::UserError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "bench: unknown benchmark 'gem' (did you mean 'gemm'?); expected gemm, ops, adamw or comm; "
+              "bench: unknown benchmark 'gem' (did you mean 'gemm'?); expected gemm, ops, attention, adamw, loader or comm; "
               "run 'vitkd bench --help'");
   }
   EXPECT_THROW(vitkd::cli::pick_kind("prepare", {}), vitkd::UserError);

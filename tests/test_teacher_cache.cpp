@@ -130,6 +130,7 @@ std::unique_ptr<Teacher> teacher_of(std::vector<std::string> paths, double tau =
   cfg.run_mode = "distill";
   cfg.teacher_checkpoint.paths = std::move(paths);
   cfg.distill_temperature = tau;
+  cfg.model_image_size = tiny_meta().height;  // the student's views: the stored size
   return make_teacher(cfg, tiny_meta(), /*bf16=*/false);
 }
 }  // namespace

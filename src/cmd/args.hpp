@@ -132,6 +132,10 @@ std::string usage_line(const Command& cmd);
 
 /// Every subcommand's table, in the order `vitkd --help` lists them.
 const std::vector<Command>& commands();
+/// A bound or default as typed: "4096", "0.1".
+std::string num(double v);
+/// Builds the table commands() returns (command_table.cpp).
+std::vector<Command> make_commands();
 /// The table of one subcommand, e.g. "export" or "prepare synthetic".
 const Command& command(const std::string& name);
 
