@@ -16,6 +16,7 @@
 #include "comm/device.hpp"
 #include "comm/world.hpp"
 #include "data/dataset.hpp"
+#include "data/fits_model.hpp"
 #include "data/loader.hpp"
 #include "data/transforms/transforms.hpp"
 #include "io/json.hpp"
@@ -296,12 +297,7 @@ int bench_loader(const cli::Args& a) {
   aug.crop = a.text("crop") == "pad" ? CropKind::Pad : CropKind::RandomResized;
   aug.out = a.integer("image-size");
   aug.seed = 1;
-  if (aug.enabled && aug.crop == CropKind::Pad && (meta.height != aug.out || meta.width != aug.out))
-    throw UserError("bench loader: --crop pad needs images stored at --image-size (" + std::to_string(aug.out) +
-                    "); " + meta.path + " holds " + std::to_string(meta.height) + "x" + std::to_string(meta.width));
-  if (!(aug.enabled && aug.crop == CropKind::RandomResized) && (meta.height < aug.out || meta.width < aug.out))
-    throw UserError("bench loader: " + meta.path + " holds images smaller than --image-size " +
-                    std::to_string(aug.out) + "; use --crop random_resized or a smaller --image-size");
+  check_views_fit(aug, meta);  // the one check of training (model.image_size is --image-size here)
   const int64_t batch = a.integer("batch");
   const double seconds = a.integer("millis") / 1000.0;
   // Drop the file from the page cache first where the kernel allows it
