@@ -3,12 +3,14 @@
 # (JPEG and PNG of several sizes), `vitkd prepare folder --size 256`, a narrow
 # ViT with patch 16 at model.image_size = 224 trained with the random-resized
 # crop and flips, evaluated on the centre crop. "setup" makes the folder, the
-# dataset and a teacher. Then:
+# dataset and a teacher. The students train with every transform on: the
+# random-resized crop, flips, random erasing, Mixup and CutMix (ALL below). Then:
 #   cached_views_equal_live        `vitkd teacher-cache` with random-resized crops: its boxes
 #                                  are torchvision's (inside the 256 store, area and aspect
 #                                  in range, sizes varying); a student replaying it trains as
-#                                  the student with the live teacher on the same views
-#   ranks_train_on_the_same_views  1 rank and NP ranks: the same weights (fp32, rtol 1e-5)
+#                                  the student with the live teacher on the same (mixed) views
+#   ranks_train_on_the_same_views  1 rank and NP ranks: the same weights (fp32, rtol 1e-5),
+#                                  so the same samples, views, erased boxes and mixing partners
 #   resume_is_bit_exact            preempted at step 7 and resumed: the weights of one run
 #   evaluation_is_the_centre_crop  `vitkd export` at 224 from a 256 store; the teacher learnt
 #                                  the photos (test top-1 >= 0.9), and its test top-1 is the
@@ -26,6 +28,7 @@ G=12                             # global batch: 6 x 2 ranks, 4 x 3 ranks, 12 x 
 PHOTO=("data.path=\"$SETUP/photos.h5\"" model.image_size=224 model.channels=3 model.patch=16 model.dim=32
        model.heads=2 model.classes=4 data.augment=true 'data.crop="random_resized"' train.epochs=2
        checkpoint.every_steps=0 train.log_every_steps=5)
+ALL=(data.random_erase=0.25 data.mixup=0.8 data.cutmix=1.0)  # DeiT's values
 
 # photo_config FILE RANKS [KEY=VALUE ...]: the narrow 224x224 model on photos.h5.
 photo_config() {
@@ -71,8 +74,8 @@ PY
 case_cached_views_equal_live() {
   local T=(run.mode='"distill"' "teacher.checkpoint=\"$SETUP/teacher/checkpoint.h5\"" run.seed=7
            distill.cache_top_k=4 "distill.teacher_cache_file=\"$WORK/views.h5\"")
-  photo_config live.toml "$NP" "${T[@]}" 'run.out_dir="live"'
-  photo_config replay.toml "$NP" "${T[@]}" 'run.out_dir="replay"' distill.teacher_cache=true
+  photo_config live.toml "$NP" "${T[@]}" "${ALL[@]}" 'run.out_dir="live"'
+  photo_config replay.toml "$NP" "${T[@]}" "${ALL[@]}" 'run.out_dir="replay"' distill.teacher_cache=true
   LOG=write.log expect 0 vk "$NP" teacher-cache live.toml
   "$PYTHON" - <<'PY'
 import h5py, numpy as np
@@ -80,6 +83,7 @@ with h5py.File("views.h5", "r") as f:
     t = f.attrs["transform"]
     t = t.decode() if isinstance(t, bytes) else t
     assert 'data.crop = "random_resized"' in t and "model.image_size = 224" in t, t
+    assert "data.random_erase = 0.25, data.mixup = 0.8, data.cutmix = 1" in t, t
     assert int(f.attrs["image_size"]) == 224 and int(f.attrs["height"]) == 256
     crop, flip = f["views/crop"][()].astype(np.int64), f["views/flip"][()]
 top, left, h, w = crop.T
@@ -91,6 +95,8 @@ print(f"OK: {len(crop)} random-resized views, area {frac.min():.2f}..{frac.max()
       f"aspect {aspect.min():.2f}..{aspect.max():.2f}")
 PY
   LOG=live.log expect 0 vk "$NP" train live.toml
+  grep -q 'views: .*data.random_erase = 0.25, data.mixup = 0.8, data.cutmix = 1, data.mixup_prob = 1' live.log ||
+    { grep views: live.log; fail "the start-up line does not name erasing and mixing"; }
   LOG=replay.log expect 0 vk "$NP" train replay.toml
   grep -q "no teacher forward passes" replay.log || { cat replay.log; fail "the replay ran the teacher"; }
   # Bit for bit in bf16; in fp32 OpenBLAS rounds a row by its place in the batch (e2e_distill.sh).
@@ -102,7 +108,7 @@ PY
 }
 
 case_ranks_train_on_the_same_views() {
-  local K=('precision.compute="fp32"' train.threads=1 train.max_steps=8)
+  local K=('precision.compute="fp32"' train.threads=1 train.max_steps=8 "${ALL[@]}")
   photo_config one.toml 1 "${K[@]}" 'run.out_dir="one"'
   photo_config many.toml "$NP" "${K[@]}" 'run.out_dir="many"'
   LOG=one.log expect 0 vk 1 train one.toml
@@ -111,8 +117,8 @@ case_ranks_train_on_the_same_views() {
 }
 
 case_resume_is_bit_exact() {
-  photo_config full.toml "$NP" 'run.out_dir="full"'
-  photo_config cut.toml "$NP" 'run.out_dir="cut"'
+  photo_config full.toml "$NP" "${ALL[@]}" 'run.out_dir="full"'
+  photo_config cut.toml "$NP" "${ALL[@]}" 'run.out_dir="cut"'
   LOG=full.log expect 0 vk "$NP" train full.toml
   LOG=cut1.log expect 75 vk "$NP" VITKD_TEST_PREEMPT_AT_STEP=7 train cut.toml
   LOG=cut2.log expect 0 vk "$NP" train cut.toml

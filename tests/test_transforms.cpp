@@ -233,4 +233,12 @@ TEST(Transforms, TransformTextNamesWhatChangesTheViews) {
   EXPECT_EQ(transform_text(rrc, 256, 256),
             "data.augment = true, data.crop = \"random_resized\", data.crop_scale = [0.08, 1], data.crop_ratio = "
             "[0.75, 1.333333333], data.flip = true, model.image_size = 224");
+  AugmentSpec all = rrc;  // erasing and mixing change the views too
+  all.erase_prob = 0.25;
+  all.mix.mixup_alpha = 0.8;
+  all.mix.cutmix_alpha = 1.0;
+  EXPECT_EQ(transform_text(all, 256, 256),
+            "data.augment = true, data.crop = \"random_resized\", data.crop_scale = [0.08, 1], data.crop_ratio = "
+            "[0.75, 1.333333333], data.flip = true, data.random_erase = 0.25, data.mixup = 0.8, data.cutmix = 1, "
+            "data.mixup_prob = 1, data.mixup_switch_prob = 0.5, model.image_size = 224");
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "cmd/args.hpp"
 #include "comm/comm.hpp"
@@ -297,6 +298,15 @@ int bench_loader(const cli::Args& a) {
   aug.crop = a.text("crop") == "pad" ? CropKind::Pad : CropKind::RandomResized;
   aug.out = a.integer("image-size");
   aug.seed = 1;
+  aug.mix.mixup_alpha = a.number("mixup");
+  aug.mix.cutmix_alpha = a.number("cutmix");
+  aug.erase_prob = a.number("random-erase");
+  if (((aug.mix.on() || aug.erase_prob > 0) && !aug.enabled) || aug.mix.mixup_alpha < 0 ||
+      aug.mix.cutmix_alpha < 0 || !(aug.erase_prob >= 0 && aug.erase_prob <= 1))
+    throw UserError("bench loader: --mixup and --cutmix take alphas >= 0 and --random-erase a probability in [0, 1], "
+                    "all with a training crop (--crop random_resized or pad)");
+  std::optional<MixPairing> pairing;
+  if (aug.mixing()) pairing.emplace(aug.seed, meta.train_size);
   check_views_fit(aug, meta);  // the one check of training (model.image_size is --image-size here)
   const int64_t batch = a.integer("batch");
   const double seconds = a.integer("millis") / 1000.0;
@@ -312,24 +322,23 @@ int bench_loader(const cli::Args& a) {
   }
   barrier();
   const int64_t S = aug.out, C = meta.channels;
-  std::vector<float> out(static_cast<size_t>(batch * C * S * S));
+  std::vector<float> out(static_cast<size_t>(batch * C * S * S)), y(static_cast<size_t>(batch * meta.num_classes));
   double read_s = 0, transform_s = 0;
   int64_t images = 0, epoch = 0, step = 0;
-  std::vector<int64_t> perm = epoch_permutation(meta.train_size, 7, epoch);
+  std::vector<int64_t> perm = epoch_permutation(meta.train_size, aug.seed, epoch);
   const auto t0 = Clock::now();
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   while (since(t0) < seconds || images == 0) {
     const int64_t g = batch * w.size;
     if ((step + 1) * g > meta.train_size) {
-      perm = epoch_permutation(meta.train_size, 7, ++epoch);
+      perm = epoch_permutation(meta.train_size, aug.seed, ++epoch);
       step = 0;
     }
     const std::vector<int64_t> idx = rank_slice(perm, step++, g, w.rank, w.size);
     const auto tr = Clock::now();
-    const Batch b = read_samples(meta, "train", idx, epoch);
+    const Batch b = read_samples(meta, "train", idx, epoch, pairing ? &*pairing : nullptr);
     const auto tt = Clock::now();
-    normalize_augment(b.pixels.data(), b.indices.data(), b.size(), meta.height, meta.width, C, meta.mean, meta.std,
-                      aug, epoch, out.data());
+    transform_batch(b.images(meta), aug, meta.mean, meta.std, nullptr, nullptr, meta.num_classes, out.data(), y.data());
     transform_s += since(tt);
     read_s += std::chrono::duration<double>(tt - tr).count();
     images += b.size();

@@ -325,6 +325,38 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return parse_config(ss.str(), path, overrides);
 }
 
+namespace {
+
+// The keys of the training views (data.crop_*, erasing, mixing): `bad` throws.
+void validate_views(const Config& c, const std::function<void(const std::string&, const std::string&)>& bad) {
+  auto range = [&](const char* key, const std::vector<double>& r, double hi, const char* domain) {
+    if (r.size() != 2 || !(r[0] > 0 && r[0] <= r[1] && r[1] <= hi))
+      bad(key, "must be two numbers [min, max] with 0 < min <= max" + std::string(hi < 1e300 ? " <= 1" : "") +
+                   " (" + domain + "), got " + to_toml(r));
+  };
+  range("data.crop_scale", c.data_crop_scale, 1.0, "area fractions, e.g. [0.08, 1.0]");
+  range("data.crop_ratio", c.data_crop_ratio, 1e300, "width / height, e.g. [0.75, 1.3333]");
+  if (!(c.data_crop_pct > 0 && c.data_crop_pct <= 1))
+    bad("data.crop_pct", "must be in (0, 1] (0.875 is timm's; 1 = the whole shorter side), got " +
+                             to_toml(c.data_crop_pct));
+  auto prob = [&](const char* key, double v) {
+    if (!(v >= 0 && v <= 1)) bad(key, "is a probability and must lie in [0, 1], got " + to_toml(v));
+  };
+  prob("data.random_erase", c.data_random_erase);
+  prob("data.mixup_prob", c.data_mixup_prob);
+  prob("data.mixup_switch_prob", c.data_mixup_switch_prob);
+  for (const auto& [key, alpha] : {std::pair<const char*, double>{"data.mixup", c.data_mixup}, {"data.cutmix", c.data_cutmix}})
+    if (!(alpha >= 0 && alpha <= 1e3))
+      bad(key, std::string("is the alpha of Beta(alpha, alpha) and must lie in [0, 1000] (0 = off; 0.8 and 1.0 are "
+                           "DeiT's), got ") + to_toml(alpha));
+  if ((c.data_mixup > 0 || c.data_cutmix > 0 || c.data_random_erase > 0) && !c.data_augment)
+    bad(c.data_random_erase > 0 && c.data_mixup <= 0 && c.data_cutmix <= 0 ? "data.random_erase" : "data.mixup",
+        "random erasing, Mixup and CutMix are training augmentations and need data.augment = true; set it, or set "
+        "data.mixup = data.cutmix = data.random_erase = 0");
+}
+
+}  // namespace
+
 void validate_config(const Config& c, const std::string& origin) {
   auto bad = [&](const std::string& key, const std::string& what) {
     throw UserError(origin + ": invalid value for '" + key + "': " + what);
@@ -371,16 +403,7 @@ void validate_config(const Config& c, const std::string& origin) {
   if (c.data_batch_size < 1) bad("data.batch_size", "must be at least 1, got " + std::to_string(c.data_batch_size));
   if (c.data_crop_pad < 0) bad("data.crop_pad", "must be >= 0");
   one_of("data.crop", c.data_crop, {"pad", "random_resized"});
-  auto range = [&](const char* key, const std::vector<double>& r, double hi, const char* domain) {
-    if (r.size() != 2 || !(r[0] > 0 && r[0] <= r[1] && r[1] <= hi))
-      bad(key, "must be two numbers [min, max] with 0 < min <= max" + std::string(hi < 1e300 ? " <= 1" : "") +
-                   " (" + domain + "), got " + to_toml(r));
-  };
-  range("data.crop_scale", c.data_crop_scale, 1.0, "area fractions, e.g. [0.08, 1.0]");
-  range("data.crop_ratio", c.data_crop_ratio, 1e300, "width / height, e.g. [0.75, 1.3333]");
-  if (!(c.data_crop_pct > 0 && c.data_crop_pct <= 1))
-    bad("data.crop_pct", "must be in (0, 1] (0.875 is timm's; 1 = the whole shorter side), got " +
-                             to_toml(c.data_crop_pct));
+  validate_views(c, bad);
   if (c.data_prefetch < 1) bad("data.prefetch", "must be at least 1");
   one_of("data.io", c.data_io, {"serial", "mpio"});
   if (c.model_image_size < 1) bad("model.image_size", "must be at least 1");

@@ -38,8 +38,73 @@ std::vector<int64_t> rank_slice(const std::vector<int64_t>& perm, int64_t step, 
   return out;
 }
 
+namespace {
+
+// Rows `indices` (any order, repeats allowed) of the open datasets into `px`
+// [n, row] and `lb` [n], in the order of `indices`: one sorted, coalesced read.
+void read_rows_any_order(hid_t images, hid_t labels, const std::vector<int64_t>& indices, int64_t row,
+                         uint8_t* px, int32_t* lb) {
+  std::vector<int64_t> rows(indices);
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  std::vector<uint8_t> p(rows.size() * row);
+  std::vector<int32_t> l(rows.size());
+  h5_read_rows(images, rows, row, p.data());
+  h5_read_rows(labels, rows, 1, l.data());
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const size_t at = static_cast<size_t>(std::lower_bound(rows.begin(), rows.end(), indices[k]) - rows.begin());
+    std::copy(p.begin() + at * row, p.begin() + (at + 1) * row, px + k * row);
+    lb[k] = l[at];
+  }
+}
+
+}  // namespace
+
+void read_partners(hid_t images, hid_t labels, MixPairing& pairing, int64_t row, Batch& b) {
+  const int64_t n = b.size();
+  b.partner_indices = pairing.partners(b.epoch, b.indices);
+  b.partner_labels.assign(static_cast<size_t>(n), 0);
+  b.partner_pos.assign(static_cast<size_t>(n), -1);
+  std::vector<std::pair<int64_t, int64_t>> at(static_cast<size_t>(n));  // (index, position), sorted
+  for (int64_t k = 0; k < n; ++k) at[k] = {b.indices[k], k};
+  std::sort(at.begin(), at.end());
+  std::vector<int64_t> outside;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t j = b.partner_indices[k];
+    const auto it = std::lower_bound(at.begin(), at.end(), std::make_pair(j, int64_t(-1)));
+    if (it != at.end() && it->first == j) {
+      b.partner_pos[k] = it->second;
+      b.partner_labels[k] = b.labels[it->second];
+    } else {
+      outside.push_back(k);
+    }
+  }
+  const int64_t m = static_cast<int64_t>(outside.size());
+  std::vector<int64_t> idx(m);
+  std::vector<int32_t> lb(m);
+  for (int64_t j = 0; j < m; ++j) idx[j] = b.partner_indices[outside[j]];
+  b.partner_pixels.resize(m * row);
+  if (m > 0) read_rows_any_order(images, labels, idx, row, b.partner_pixels.data(), lb.data());
+  for (int64_t j = 0; j < m; ++j) b.partner_labels[outside[j]] = lb[j];
+}
+
+ImageBatch Batch::images(const DatasetMeta& m) const {
+  ImageBatch ib;
+  ib.n = size(), ib.h = m.height, ib.w = m.width, ib.c = m.channels, ib.epoch = epoch;
+  ib.pixels = pixels.data();
+  ib.indices = indices.data();
+  ib.labels = labels.data();
+  if (!partner_indices.empty()) {
+    ib.partner_indices = partner_indices.data();
+    ib.partner_labels = partner_labels.data();
+    ib.partner_pos = partner_pos.data();
+    ib.partner_pixels = partner_pixels.data();
+  }
+  return ib;
+}
+
 Batch read_samples(const DatasetMeta& meta, const std::string& split,
-                   const std::vector<int64_t>& indices, int64_t epoch) {
+                   const std::vector<int64_t>& indices, int64_t epoch, MixPairing* pairing) {
   const int64_t n = static_cast<int64_t>(indices.size());
   const int64_t row = meta.height * meta.width * meta.channels;
   const int64_t size = split == "train" ? meta.train_size : meta.test_size;
@@ -48,31 +113,18 @@ Batch read_samples(const DatasetMeta& meta, const std::string& split,
       throw UserError("sample index " + std::to_string(i) + " is outside /" + split + " of " +
                       meta.path + " (" + std::to_string(size) + " samples); the checkpoint belongs "
                       "to another dataset");
-  std::vector<int64_t> order(n);
-  for (int64_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return indices[a] < indices[b]; });
-  std::vector<int64_t> sorted(n);
-  for (int64_t i = 0; i < n; ++i) sorted[i] = indices[order[i]];
-  std::vector<uint8_t> px(n * row);
-  std::vector<int32_t> lb(n);
-  {
-    H5Lock lock(h5_mutex());
-    H5Obj file = h5_open_read(meta.path, "dataset");
-    H5Obj images(VK_CHECK(H5, H5Dopen2(file, ("/" + split + "/images").c_str(), H5P_DEFAULT)));
-    H5Obj labels(VK_CHECK(H5, H5Dopen2(file, ("/" + split + "/labels").c_str(), H5P_DEFAULT)));
-    h5_read_rows(images, sorted, row, px.data());
-    h5_read_rows(labels, sorted, 1, lb.data());
-  }
   Batch b;
   b.epoch = epoch;
   b.global_size = n;
   b.indices = indices;
   b.pixels.resize(n * row);
   b.labels.resize(n);
-  for (int64_t k = 0; k < n; ++k) {
-    std::copy(px.begin() + k * row, px.begin() + (k + 1) * row, b.pixels.begin() + order[k] * row);
-    b.labels[order[k]] = lb[k];
-  }
+  H5Lock lock(h5_mutex());
+  H5Obj file = h5_open_read(meta.path, "dataset");
+  H5Obj images(VK_CHECK(H5, H5Dopen2(file, ("/" + split + "/images").c_str(), H5P_DEFAULT)));
+  H5Obj labels(VK_CHECK(H5, H5Dopen2(file, ("/" + split + "/labels").c_str(), H5P_DEFAULT)));
+  read_rows_any_order(images, labels, indices, row, b.pixels.data(), b.labels.data());
+  if (pairing) read_partners(images, labels, *pairing, row, b);
   return b;
 }
 
@@ -86,6 +138,7 @@ Loader::Loader(const DatasetMeta& meta, const LoaderOptions& opt) : meta_(meta),
                     " per rank x " + std::to_string(opt.world) +
                     " ranks); lower data.batch_size or use more data");
   steps_ = vitkd::steps_per_epoch(n_, g, opt.drop_last);
+  if (opt.mix) pairing_.emplace(opt.mix_seed, n_);
   if (opt_.mpio) {
     H5Lock lock(h5_mutex());
     mpio_file_ = h5_open_parallel(meta_.path, /*write=*/false);  // collective
@@ -174,6 +227,7 @@ Batch Loader::read_batch(hid_t images, hid_t labels, int64_t epoch, int64_t step
   H5Lock lock(h5_mutex());
   h5_read_rows(images, b.indices, row_elems_, b.pixels.data());
   h5_read_rows(labels, b.indices, 1, b.labels.data());
+  if (pairing_) read_partners(images, labels, *pairing_, row_elems_, b);
   return b;
 }
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "data/transforms/transforms.hpp"
 #include "io/h5.hpp"
 
 namespace vitkd {
@@ -54,7 +55,17 @@ struct Batch {
   std::vector<int64_t> indices;  ///< [n] sample indices in the split, ascending
   std::vector<uint8_t> pixels;   ///< [n, H, W, C] as stored
   std::vector<int32_t> labels;   ///< [n]
+  /// With mixing (LoaderOptions::mix), empty otherwise: sample k's partner
+  /// (MixPairing): its split index [n], label [n], position in this batch
+  /// or -1 [n], and the pixels of the m partners not in the batch [m, H, W,
+  /// C] (ImageBatch).
+  std::vector<int64_t> partner_indices;
+  std::vector<int32_t> partner_labels;
+  std::vector<int64_t> partner_pos;
+  std::vector<uint8_t> partner_pixels;
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
+  /// The batch as the transforms read it (partners included when present).
+  ImageBatch images(const DatasetMeta& m) const;
 };
 
 struct LoaderOptions {
@@ -71,13 +82,23 @@ struct LoaderOptions {
   /// (no prefetch thread: MPI is initialised for the main thread only). The
   /// loaders of all ranks must be made and destroyed in the same order.
   bool mpio = false;
+  /// Mixup / CutMix on: every batch also carries each sample's partner
+  /// (MixPairing of mix_seed, the augmentation's seed), read with it.
+  bool mix = false;
+  uint64_t mix_seed = 0;
 };
 
 /// Reads the samples `indices` (any order) of `split` on the calling thread
 /// (sorted, coalesced reads); the Batch keeps the order of `indices`. Used to
-/// refill sifting's sample pool from a checkpoint.
+/// refill sifting's sample pool from a checkpoint. With `pairing`, the
+/// partners of `epoch` are read too.
 Batch read_samples(const DatasetMeta& meta, const std::string& split,
-                   const std::vector<int64_t>& indices, int64_t epoch);
+                   const std::vector<int64_t>& indices, int64_t epoch, MixPairing* pairing = nullptr);
+
+/// Fills b's partner fields (b.indices, b.labels and b.epoch set), reading
+/// the partners not in the batch from the open datasets `images` and
+/// `labels` of its split; the caller holds the HDF5 lock.
+void read_partners(hid_t images, hid_t labels, MixPairing& pairing, int64_t row_elems, Batch& b);
 
 class Loader {
  public:
@@ -109,6 +130,7 @@ class Loader {
   int64_t n_ = 0, steps_ = 0, row_elems_ = 0;
   std::vector<int64_t> perm_;  ///< the permutation of epoch perm_epoch_
   int64_t perm_epoch_ = -1;
+  std::optional<MixPairing> pairing_;  ///< with LoaderOptions::mix
   H5Obj mpio_file_, mpio_images_, mpio_labels_;  ///< data.io = "mpio" only
   std::string io_mode_ = "serial";
 

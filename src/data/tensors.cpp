@@ -22,6 +22,25 @@ torch::Tensor batch_input_views(const Batch& b, const DatasetMeta& m, const View
   return x;
 }
 
+TrainInputs train_inputs(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, const ViewParams* views,
+                         const ViewParams* partner_views, bool pinned) {
+  const int64_t s = output_side(aug, m.height);
+  const auto opt = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(pinned);
+  TrainInputs t;
+  t.x = torch::empty({b.size(), m.channels, s, aug.out > 0 ? s : m.width}, opt);
+  if (!aug.mixing()) {
+    t.y = batch_labels(b, pinned);
+    if (b.size() > 0)
+      transform_batch(b.images(m), aug, m.mean, m.std, views, nullptr, 0, t.x.data_ptr<float>(), nullptr);
+    return t;
+  }
+  t.y = torch::empty({b.size(), m.num_classes}, opt);
+  if (b.size() > 0)
+    transform_batch(b.images(m), aug, m.mean, m.std, views, partner_views, m.num_classes, t.x.data_ptr<float>(),
+                    t.y.data_ptr<float>());
+  return t;
+}
+
 torch::Tensor batch_labels(const Batch& b, bool pinned) {
   auto y = torch::empty({b.size()}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
   y.copy_(torch::from_blob(const_cast<int32_t*>(b.labels.data()), {b.size()}, torch::kInt32));

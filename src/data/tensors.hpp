@@ -20,6 +20,18 @@ torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpe
 /// the stored size).
 torch::Tensor batch_input_views(const Batch& b, const DatasetMeta& m, const ViewParams* views, int64_t s,
                                 bool pinned = false);
+/// A training batch as tensors: the input x float32 [n, C, S, S], and the
+/// targets y: the labels int64 [n], or with mixing the mixed labels float32
+/// [n, K] (lam * onehot(y) + (1 - lam) * onehot(y_partner); rows sum to 1).
+struct TrainInputs {
+  torch::Tensor x, y;
+};
+/// The whole training transform of `b` (transform_batch): views from `views`
+/// / `partner_views` when given (a teacher-view cache's, [b.size()] each),
+/// else drawn from (aug.seed, epoch, index).
+TrainInputs train_inputs(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, const ViewParams* views,
+                         const ViewParams* partner_views, bool pinned = false);
+
 /// Labels int64 [n] (`pinned` as for batch_input).
 torch::Tensor batch_labels(const Batch& b, bool pinned = false);
 

@@ -5,6 +5,11 @@ namespace vitkd {
 torch::Tensor cross_entropy_per_sample(const torch::Tensor& logits, const torch::Tensor& labels,
                                        double smoothing) {
   auto logp = torch::log_softmax(logits.to(torch::kFloat32), -1);
+  if (labels.dim() == 2) {  // mixed soft labels [B, K]: the target (1-e) y + e/K
+    const auto y = labels.to(torch::kFloat32);
+    auto target = smoothing > 0.0 ? y * (1.0 - smoothing) + smoothing / double(logits.size(-1)) : y;
+    return -(target * logp).sum(-1);
+  }
   auto nll = -logp.gather(1, labels.to(torch::kLong).unsqueeze(1)).squeeze(1);
   if (smoothing <= 0.0) return nll;
   return (1.0 - smoothing) * nll - smoothing * logp.mean(-1);

@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "comm/world.hpp"
+#include "data/loader.hpp"
+#include "data/tensors.hpp"
 #include "distill/loss.hpp"
 #include "distill/teacher.hpp"
 #include "io/h5.hpp"
@@ -279,6 +282,9 @@ ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& k
   H5Lock lock(h5_mutex());
   H5Obj in = h5_open_read(meta.path, "dataset");
   H5Obj images(VK_CHECK(H5, H5Dopen2(in, "/train/images", H5P_DEFAULT)));
+  H5Obj labels(VK_CHECK(H5, H5Dopen2(in, "/train/labels", H5P_DEFAULT)));
+  std::optional<MixPairing> pairing;  // the teacher sees the mixed views the students will train on
+  if (aug.mixing()) pairing.emplace(aug.seed, n);
   H5Obj f = h5_create_parallel(tmp);  // collective
   h5_write_format(f, kViewsH5);
   h5_attr_write(f, "epochs", E);
@@ -308,8 +314,7 @@ ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& k
   H5Obj d_prob = h5_create_dataset_chunked(f, "/targets/prob", H5T_NATIVE_FLOAT, {rows, k}, kChunkRows);
   H5Obj d_res = h5_create_dataset_chunked(f, "/targets/residual", H5T_NATIVE_FLOAT, {rows}, kChunkRows);
   int64_t forwards = 0;
-  std::vector<uint8_t> px;
-  std::vector<int64_t> idx;
+  Batch b;
   std::vector<ViewParams> views;
   std::vector<int16_t> crop;
   std::vector<uint8_t> flip;
@@ -318,15 +323,17 @@ ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& k
     const auto te = Clock::now();
     for (int64_t b0 = lo; b0 < hi; b0 += batch) {
       const int64_t m = std::min(batch, hi - b0);
-      px.resize(m * row);
-      h5_read_slab(images, b0, m, px.data());
-      idx.resize(m);
-      for (int64_t j = 0; j < m; ++j) idx[j] = b0 + j;
+      b.epoch = e;
+      b.pixels.resize(m * row);
+      b.labels.resize(m);
+      h5_read_slab(images, b0, m, b.pixels.data());
+      h5_read_slab(labels, b0, m, b.labels.data());
+      b.indices.resize(m);
+      for (int64_t j = 0; j < m; ++j) b.indices[j] = b0 + j;
+      if (pairing) read_partners(images, labels, *pairing, row, b);
       views.resize(m);
-      view_params(aug, e, idx.data(), m, meta.height, meta.width, views.data());
-      auto x = torch::empty({m, meta.channels, key.image_size, key.image_size}, torch::kFloat32);
-      normalize_views(px.data(), views.data(), m, meta.height, meta.width, meta.channels, meta.mean, meta.std,
-                      x.data_ptr<float>(), key.image_size);
+      view_params(aug, e, b.indices.data(), m, meta.height, meta.width, views.data());
+      const torch::Tensor x = train_inputs(b, meta, aug, views.data(), nullptr).x;
       torch::Tensor p;
       {
         torch::NoGradGuard ng;
@@ -365,6 +372,7 @@ ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& k
   d_flip.close();
   d_crop.close();
   f.close();  // collective
+  labels.close();
   images.close();
   in.close();
   barrier();

@@ -1,6 +1,7 @@
 #include "train/resume.hpp"
 
 #include <cstdio>
+#include <optional>
 
 #include "comm/world.hpp"
 #include "data/tensors.hpp"
@@ -124,25 +125,22 @@ CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSet
   if (!w.root()) st.teacher_forwards = 0;  // the checkpoint holds the sum over ranks
   selector.sifter().restore_history(st.sift_history);
   if (!st.pool_index.empty()) {
-    Batch b = read_samples(s.meta, "train", st.pool_index, st.data_epoch);
+    std::optional<MixPairing> pairing;
+    if (plan.augment.mixing()) pairing.emplace(plan.augment.seed, s.meta.train_size);
+    Batch b = read_samples(s.meta, "train", st.pool_index, st.data_epoch, pairing ? &*pairing : nullptr);
     torch::Tensor t;
     const bool kd = plan.pools_logits();
     if (kd && st.logit_dim == s.spec.classes)
       t = torch::from_blob(const_cast<float*>(st.pool_logits.data()), {b.size(), st.logit_dim},
                            torch::kFloat32)
               .clone();
-    torch::Tensor x;
-    if (s.views) {
-      const std::vector<ViewParams> v = s.views->views(b.epoch, b.indices);
-      x = batch_input_views(b, s.meta, v.data(), plan.augment.out).to(plan.device);
-    } else {
-      x = batch_input(b, s.meta, plan.augment).to(plan.device);
-    }
+    const TrainInputs in = training_inputs(s, b);
+    const torch::Tensor x = in.x.to(plan.device);
     if (t.defined()) t = t.to(plan.device);
     if (kd && !t.defined())
       t = s.views ? s.views->targets(b.epoch, torch::tensor(st.pool_index, torch::kLong)).to(plan.device)
                   : s.teacher->logits(x);
-    pool.add(x, batch_labels(b).to(plan.device), t, torch::tensor(st.pool_index, torch::kLong));
+    pool.add(x, in.y.to(plan.device), t, torch::tensor(st.pool_index, torch::kLong));
   }
   log0("resume: from %s (written at %lld rank(s)): step %lld, epoch %lld, batch %lld of the epoch, "
        "%lld samples seen%s\n", path.c_str(), (long long)info.world_size, (long long)st.step,

@@ -195,7 +195,21 @@ AugmentSpec augment_from_config(const Config& cfg) {
   a.crop_pct = cfg.data_crop_pct;
   a.out = cfg.model_image_size;
   a.seed = static_cast<uint64_t>(cfg.run_seed);
+  a.erase_prob = cfg.data_random_erase;
+  a.mix.mixup_alpha = cfg.data_mixup;
+  a.mix.cutmix_alpha = cfg.data_cutmix;
+  a.mix.prob = cfg.data_mixup_prob;
+  a.mix.switch_prob = cfg.data_mixup_switch_prob;
   return a;
+}
+
+TrainInputs training_inputs(TrainSetup& s, const Batch& b, bool pinned) {
+  const AugmentSpec& aug = s.plan.augment;
+  if (!s.views) return train_inputs(b, s.meta, aug, nullptr, nullptr, pinned);
+  const std::vector<ViewParams> v = s.views->views(b.epoch, b.indices);
+  std::vector<ViewParams> pv;
+  if (aug.mixing()) pv = s.views->views(b.epoch, b.partner_indices);
+  return train_inputs(b, s.meta, aug, v.data(), aug.mixing() ? pv.data() : nullptr, pinned);
 }
 
 ModelSpec spec_from_config(const Config& c) {
@@ -280,8 +294,10 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   lo.mpio = cfg.data_io == "mpio";
   lo.rank = w.rank;
   lo.world = w.size;
-  s.train = std::make_unique<Loader>(s.meta, lo);
   s.test = std::make_unique<Loader>(s.meta, test_loader_options(lo));
+  lo.mix = plan.augment.mixing();
+  lo.mix_seed = plan.augment.seed;  // a teacher-view cache's seed when the run replays one
+  s.train = std::make_unique<Loader>(s.meta, lo);
 
   // ---- schedule and the MFU ceiling --------------------------------------------
   plan_schedule(plan, cfg, s.meta.train_size, s.train->steps_per_epoch());

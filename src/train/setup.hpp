@@ -12,6 +12,7 @@
 #include "data/transforms/transforms.hpp"
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
+#include "data/tensors.hpp"
 #include "distill/loss.hpp"
 #include "distill/teacher.hpp"
 #include "distill/view_cache.hpp"
@@ -89,6 +90,11 @@ AugmentSpec augment_from_config(const Config& cfg);
 /// Validates the configuration against the data and the world, creates
 /// run.out_dir (checking every rank can write there), builds every component
 /// and echoes the run on rank 0. Collective. `origin` names the config file.
+/// The training inputs of loader batch `b`: the run's transform, with the
+/// teacher-view cache's views (the sample's and its partner's) when the run
+/// replays one. `pinned` as for batch_input.
+TrainInputs training_inputs(TrainSetup& s, const Batch& b, bool pinned = false);
+
 std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string& origin);
 
 }  // namespace vitkd

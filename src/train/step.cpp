@@ -78,13 +78,10 @@ bool StepEngine::fill(bool sifting) {
     b = s_.train->next();
     if (!b) return false;
     const bool gpu = plan_.device.is_cuda();
-    if (s_.views) {  // the teacher-view cache's views, replayed
-      const std::vector<ViewParams> v = s_.views->views(b->epoch, b->indices);
-      x = batch_input_views(*b, s_.meta, v.data(), plan_.augment.out, /*pinned=*/gpu);
-    } else {
-      x = batch_input(*b, s_.meta, plan_.augment, /*pinned=*/gpu);
-    }
-    y = batch_labels(*b, /*pinned=*/gpu);
+    // The transform (with a teacher-view cache, its views replayed).
+    TrainInputs in = training_inputs(s_, *b, /*pinned=*/gpu);
+    x = std::move(in.x);
+    y = std::move(in.y);
     if (faults_.corrupt(st_.step) && world().rank == 0) x.fill_(NAN);  // test-only: a corrupt batch
     // The batch on the compute device (from page-locked memory, without
     // waiting on a GPU); the sample indices stay on the host.

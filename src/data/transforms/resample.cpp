@@ -1,20 +1,26 @@
-#include "data/transforms/transforms.hpp"
-
+// The batch kernel of the transforms (data/transforms/transforms.hpp): views
+// resampled, normalized, erased, and in the partners' pass mixed in.
 #include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <vector>
+
+#include "data/transforms/transforms.hpp"
 
 namespace vitkd {
 
-void normalize_views(const uint8_t* pixels, const ViewParams* views, int64_t n, int64_t h, int64_t w,
-                     int64_t c, const std::vector<double>& mean, const std::vector<double>& std,
-                     float* out, int64_t s) {
+void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t c, const std::vector<double>& mean,
+                  const std::vector<double>& std, int64_t s, float* out) {
   using Host = Kokkos::DefaultHostExecutionSpace;
   using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
   // Output rows x columns: S x S, or the stored size when s = 0.
   const int64_t oh = s > 0 ? s : h, ow = s > 0 ? s : w;
-  Kokkos::View<const uint8_t****, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged> src(
-      pixels, n, h, w, c);
-  Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged> dst(out, n, c, oh, ow);
-  Kokkos::View<const ViewParams*, Kokkos::HostSpace, Unmanaged> vp(views, n);
+  Kokkos::View<const uint8_t****, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged> src(p.pixels, n, h, w, c);
+  int64_t rows = n;  // output samples: n, or up to the largest out_row
+  if (p.out_row)
+    for (int64_t b = 0; b < n; ++b) rows = std::max(rows, p.out_row[b] + 1);
+  Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged> dst(out, rows, c, oh, ow);
+  const ViewParams* views = p.views;
   // Per-channel scale and shift: (p/255 - mean) / std = p * scale + shift.
   Kokkos::View<float*, Kokkos::HostSpace> scale("Data::scale", c), shift("Data::shift", c);
   for (int64_t ch = 0; ch < c; ++ch) {
@@ -42,45 +48,98 @@ void normalize_views(const uint8_t* pixels, const ViewParams* views, int64_t n, 
   for (int64_t b = 0; b < n; ++b) {
     const ViewParams v = views[b];
     if (v.height == oh && v.width == ow) continue;  // the copy path below
+    if (p.mix && p.mix[b].kind == MixKind::None) continue;  // not rendered
     for (int64_t o = 0; o < oh; ++o) taps(v.top, v.height, oh, o, y0(b, o), y1(b, o), ly(b, o));
     for (int64_t o = 0; o < ow; ++o)
       taps(v.left, v.width, ow, v.flip ? ow - 1 - o : o, x0(b, o), x1(b, o), lx(b, o));
   }
+  const RenderPass pass = p;
   Kokkos::parallel_for(
       "Data::normalize_augment", Kokkos::RangePolicy<Host>(0, n), KOKKOS_LAMBDA(const int64_t b) {
-        const ViewParams v = vp(b);
-        const bool mirror = v.flip != 0;
-        if (v.height == oh && v.width == ow) {
-          // A box of the output's size: a shifted copy, zero outside the image.
-          const int64_t dy = v.top, dx = v.left;
-          for (int64_t ch = 0; ch < c; ++ch)
-            for (int64_t y = 0; y < oh; ++y) {
-              const int64_t sy = y + dy;
-              for (int64_t x = 0; x < ow; ++x) {
-                const int64_t xx = mirror ? ow - 1 - x : x;
-                const int64_t sx = xx + dx;
-                const float p = (sy >= 0 && sy < h && sx >= 0 && sx < w) ? float(src(b, sy, sx, ch)) : 0.f;
-                dst(b, ch, y, x) = p * scale(ch) + shift(ch);
-              }
-            }
-          return;
+        const ViewParams v = views[b];
+        // Where the result goes: the whole output (own views), or the
+        // partner's share (mix_value): all of it (Mixup), or its CutMix box.
+        int64_t ya = 0, yb = oh, xa = 0, xb = ow;
+        const MixParams* m = pass.mix ? &pass.mix[b] : nullptr;
+        if (m) {
+          if (m->kind == MixKind::None) return;
+          if (m->kind == MixKind::CutMix) ya = m->y0, yb = m->y1, xa = m->x0, xb = m->x1;
         }
-        // A box inside the image, resampled to the output size.
-        for (int64_t y = 0; y < oh; ++y) {
-          const int64_t r0 = y0(b, y), r1 = y1(b, y);
-          const float l1y = ly(b, y), l0y = 1.f - l1y;
-          for (int64_t x = 0; x < ow; ++x) {
-            const int64_t c0 = x0(b, x), c1 = x1(b, x);
-            const float l1x = lx(b, x), l0x = 1.f - l1x;
+        const int64_t row = pass.out_row ? pass.out_row[b] : b;
+        const EraseBox e = pass.erase ? pass.erase[b] : EraseBox{};
+        const int64_t index = pass.indices ? pass.indices[b] : 0;
+        const bool copy = v.height == oh && v.width == ow;
+        const bool mirror = v.flip != 0;
+        // The view's pixel value at output (y, x), channel ch, normalized.
+        auto value = [&](int64_t y, int64_t x, int64_t ch) {
+          float px;
+          if (copy) {  // a box of the output's size: a shifted copy, zero outside the image
+            const int64_t sy = y + v.top, sx = (mirror ? ow - 1 - x : x) + v.left;
+            px = (sy >= 0 && sy < h && sx >= 0 && sx < w) ? float(src(b, sy, sx, ch)) : 0.f;
+          } else {  // a box inside the image, resampled
+            const int64_t r0 = y0(b, y), r1 = y1(b, y), c0 = x0(b, x), c1 = x1(b, x);
+            const float l1y = ly(b, y), l0y = 1.f - l1y, l1x = lx(b, x), l0x = 1.f - l1x;
+            px = l0y * (l0x * float(src(b, r0, c0, ch)) + l1x * float(src(b, r0, c1, ch))) +
+                 l1y * (l0x * float(src(b, r1, c0, ch)) + l1x * float(src(b, r1, c1, ch)));
+          }
+          return px * scale(ch) + shift(ch);
+        };
+        for (int64_t y = ya; y < yb; ++y) {
+          const bool erase_row = e.height > 0 && y >= e.top && y < e.top + e.height;
+          if (!erase_row && !m) {  // the common row: stored as it is
+            for (int64_t x = xa; x < xb; ++x)
+              for (int64_t ch = 0; ch < c; ++ch) dst(row, ch, y, x) = value(y, x, ch);
+            continue;
+          }
+          for (int64_t x = xa; x < xb; ++x) {
+            const bool erased = erase_row && x >= e.left && x < e.left + e.width;
             for (int64_t ch = 0; ch < c; ++ch) {
-              const float p = l0y * (l0x * float(src(b, r0, c0, ch)) + l1x * float(src(b, r0, c1, ch))) +
-                              l1y * (l0x * float(src(b, r1, c0, ch)) + l1x * float(src(b, r1, c1, ch)));
-              dst(b, ch, y, x) = p * scale(ch) + shift(ch);
+              const float val = erased ? erase_noise(pass.noise_key, index, ch, y, x) : value(y, x, ch);
+              float& o = dst(row, ch, y, x);
+              o = m ? mix_value(*m, o, val, y, x) : val;
             }
           }
         }
       });
   Kokkos::fence();
+}
+
+// Sample k of each pair takes mix_value(mix[k], own, partner's): with a copy
+// of the first view kept, each side is one plain pass (Mixup: the whole
+// image, vectorisable; CutMix: the rows of its box; not mixed: nothing).
+// The pairs run one after another on the calling thread, sharing the copy
+// (a memory-bound pass, a small fraction of the resampling before it).
+void mix_pairs(const int64_t* pairs, int64_t p, const MixParams* mix, int64_t c, int64_t s, float* out) {
+  const int64_t plane = s * s, image = c * plane;
+  std::vector<float> first(static_cast<size_t>(p > 0 ? image : 0));
+  // One image into `own` from `own` and `other` (which must not alias).
+  auto apply = [=](const MixParams& m, float* own, const float* other) {
+    if (m.kind == MixKind::Mixup) {
+      const float wo = m.lam, wp = 1.f - m.lam;
+      for (int64_t i = 0; i < image; ++i) own[i] = wo * own[i] + wp * other[i];  // = mix_value's formula
+    } else if (m.kind == MixKind::CutMix) {
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t y = m.y0; y < m.y1; ++y)
+          for (int64_t x = m.x0; x < m.x1; ++x) own[ch * plane + y * s + x] = other[ch * plane + y * s + x];
+    }
+  };
+  for (int64_t j = 0; j < p; ++j) {
+    const int64_t k = pairs[2 * j], q = pairs[2 * j + 1];
+    float* a = out + k * image;
+    float* b = out + q * image;
+    if (mix[q].kind != MixKind::None) std::copy(a, a + image, first.data());
+    apply(mix[k], a, b);
+    apply(mix[q], b, first.data());
+  }
+}
+
+void normalize_views(const uint8_t* pixels, const ViewParams* views, int64_t n, int64_t h, int64_t w,
+                     int64_t c, const std::vector<double>& mean, const std::vector<double>& std,
+                     float* out, int64_t s) {
+  RenderPass p;
+  p.pixels = pixels;
+  p.views = views;
+  render_views(p, n, h, w, c, mean, std, s, out);
 }
 
 }  // namespace vitkd

@@ -1,8 +1,12 @@
-// The live transform: each sample's view chosen (crops.cpp), then the batch
-// resampled and normalized (resample.cpp).
+// The pipeline: each sample's view chosen (crops.cpp), the batch resampled,
+// normalized and erased (resample.cpp, erasing.cpp), then mixed with the
+// partners' views (mixing.cpp).
 #include "data/transforms/transforms.hpp"
 
+#include <algorithm>
 #include <cstdio>
+
+#include "util/error.hpp"
 
 namespace vitkd {
 namespace {
@@ -29,6 +33,10 @@ std::string transform_text(const AugmentSpec& aug, int64_t h, int64_t w) {
            "]";
     }
     t += ", data.flip = " + std::string(aug.flip ? "true" : "false");
+    if (aug.erasing()) t += ", data.random_erase = " + number(aug.erase_prob);
+    if (aug.mixing())
+      t += ", data.mixup = " + number(aug.mix.mixup_alpha) + ", data.cutmix = " + number(aug.mix.cutmix_alpha) +
+           ", data.mixup_prob = " + number(aug.mix.prob) + ", data.mixup_switch_prob = " + number(aug.mix.switch_prob);
   } else if (h != s || w != s) {
     t += ", data.crop_pct = " + number(aug.crop_pct);  // the evaluation view of larger images
   }
@@ -36,13 +44,86 @@ std::string transform_text(const AugmentSpec& aug, int64_t h, int64_t w) {
   return t;
 }
 
+void transform_batch(const ImageBatch& b, const AugmentSpec& aug, const std::vector<double>& mean,
+                     const std::vector<double>& std, const ViewParams* views, const ViewParams* partner_views,
+                     int64_t classes, float* x, float* y_soft) {
+  const int64_t n = b.n, s = output_side(aug, b.h);
+  if (n == 0) return;
+  std::vector<ViewParams> own;
+  if (!views) {
+    own.resize(static_cast<size_t>(n));
+    view_params(aug, b.epoch, b.indices, n, b.h, b.w, own.data());
+    views = own.data();
+  }
+  std::vector<EraseBox> erase;
+  const uint64_t noise_key = erase_noise_key(aug, b.epoch);
+  RenderPass pass;
+  pass.pixels = b.pixels;
+  pass.views = views;
+  pass.indices = b.indices;
+  if (aug.erasing()) {
+    erase.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) erase[k] = erase_box(aug, b.epoch, b.indices[k], s);
+    pass.erase = erase.data();
+    pass.noise_key = noise_key;
+  }
+  render_views(pass, n, b.h, b.w, b.c, mean, std, aug.out, x);
+  if (!aug.mixing()) return;
+  if (!b.partner_indices || !b.partner_labels || !b.partner_pos || !y_soft)
+    throw RuntimeError("transform_batch: mixing needs the partners' indices, labels and positions");
+  std::vector<MixParams> mix(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) mix[k] = mix_params(aug, b.epoch, b.indices[k], b.partner_indices[k], s);
+  // Partners in the batch: each pair mixed from both views as rendered above.
+  std::vector<int64_t> pairs;
+  for (int64_t k = 0; k < n; ++k)
+    if (b.partner_pos[k] > k) pairs.insert(pairs.end(), {k, b.partner_pos[k]});
+  mix_pairs(pairs.data(), static_cast<int64_t>(pairs.size() / 2), mix.data(), b.c, s, x);
+  // Partners read beside the batch (partner_pixels, in sample order): their views rendered into the mix.
+  std::vector<int64_t> rows;
+  for (int64_t k = 0; k < n; ++k)
+    if (b.partner_pos[k] < 0) rows.push_back(k);
+  const int64_t m = static_cast<int64_t>(rows.size());
+  if (m > 0) {
+    if (!b.partner_pixels) throw RuntimeError("transform_batch: partners outside the batch need their pixels");
+    std::vector<ViewParams> pv(m);
+    std::vector<int64_t> pidx(m);
+    std::vector<MixParams> pmix(m);
+    for (int64_t j = 0; j < m; ++j) {
+      pidx[j] = b.partner_indices[rows[j]];
+      pmix[j] = mix[rows[j]];
+      pv[j] = partner_views ? partner_views[rows[j]] : view_params(aug, b.epoch, pidx[j], b.h, b.w);
+    }
+    RenderPass partners;
+    partners.pixels = b.partner_pixels;
+    partners.views = pv.data();
+    partners.indices = pidx.data();
+    partners.mix = pmix.data();
+    partners.out_row = rows.data();
+    if (aug.erasing()) {  // each partner's view erased as in its own sample
+      erase.resize(static_cast<size_t>(m));
+      for (int64_t j = 0; j < m; ++j) erase[j] = erase_box(aug, b.epoch, pidx[j], s);
+      partners.erase = erase.data();
+      partners.noise_key = noise_key;
+    }
+    render_views(partners, m, b.h, b.w, b.c, mean, std, aug.out, x);
+  }
+  std::fill(y_soft, y_soft + n * classes, 0.0f);
+  for (int64_t k = 0; k < n; ++k) {
+    y_soft[k * classes + b.labels[k]] += mix[k].lam;
+    y_soft[k * classes + b.partner_labels[k]] += 1.0f - mix[k].lam;
+  }
+}
+
 void normalize_augment(const uint8_t* pixels, const int64_t* indices, int64_t n, int64_t h,
                        int64_t w, int64_t c, const std::vector<double>& mean,
                        const std::vector<double>& std, const AugmentSpec& aug, int64_t epoch,
                        float* out) {
-  std::vector<ViewParams> views(static_cast<size_t>(n));
-  view_params(aug, epoch, indices, n, h, w, views.data());
-  normalize_views(pixels, views.data(), n, h, w, c, mean, std, out, aug.out);
+  if (aug.mixing()) throw RuntimeError("normalize_augment: mixing needs the partners (transform_batch)");
+  ImageBatch b;
+  b.n = n, b.h = h, b.w = w, b.c = c, b.epoch = epoch;
+  b.pixels = pixels;
+  b.indices = indices;
+  transform_batch(b, aug, mean, std, nullptr, nullptr, 0, out, nullptr);
 }
 
 }  // namespace vitkd

@@ -9,7 +9,13 @@
 //   resample.cpp  the batch kernel ("Data::normalize_augment"): each view's
 //                 box resampled to S x S (bilinear, or a copy with zero
 //                 padding when the box has the output's size), mirrored when
-//                 its flip is set, normalized
+//                 its flip is set, normalized, its erased box (if any) filled
+//                 with noise, and in a second pass the mixing partner's view
+//                 blended in (Mixup) or pasted into a box (CutMix)
+//   erasing.cpp   random erasing (timm's RandomErasing, mode "pixel")
+//   mixing.cpp    Mixup and CutMix: the partners, their weights and boxes,
+//                 the mixed soft labels (timm's Mixup, mode "elem")
+//   transforms.cpp the pipeline: crop, flip, normalize, erase, mix
 //
 // Replayable views. The random choices of sample i are a pure function of
 // (seed, epoch, i's index in the split) -- view_params() -- so they do not
@@ -17,11 +23,24 @@
 // written down (ViewParams) and replayed later (normalize_views()): the live
 // path normalize_augment() is exactly view_params() followed by
 // normalize_views(), so both produce the same bits.
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "util/hash.hpp"
+
 namespace vitkd {
+
+/// Mixup and CutMix as timm's Mixup in mode "elem": every sample draws its
+/// own decision, kind and weight lam, and is mixed with one partner sample.
+struct MixSpec {
+  double mixup_alpha = 0;    ///< Mixup's lam ~ Beta(a, a); 0 = off (timm mixup_alpha)
+  double cutmix_alpha = 0;   ///< CutMix's lam ~ Beta(a, a); 0 = off (timm cutmix_alpha)
+  double prob = 1.0;         ///< probability that a sample is mixed (timm mixup_prob)
+  double switch_prob = 0.5;  ///< with both on: probability of CutMix rather than Mixup (timm switch_prob)
+  bool on() const { return mixup_alpha > 0 || cutmix_alpha > 0; }
+};
 
 /// How a training view's box is chosen (data.crop).
 enum class CropKind : uint8_t {
@@ -42,6 +61,15 @@ struct AugmentSpec {
   double crop_pct = 0.875;
   int64_t out = 0;       ///< output side S in pixels (model.image_size); 0 = the stored H x W
   uint64_t seed = 0;
+  /// Random erasing (timm's RandomErasing(probability, mode="pixel")): the
+  /// probability that one box of 2-33 % of the view, aspect in [0.3, 3.33],
+  /// is replaced by per-pixel normal noise in normalized units. 0 = off.
+  double erase_prob = 0;
+  MixSpec mix;           ///< Mixup / CutMix (training views only)
+  /// Whether samples are mixed: augmentation on and Mixup or CutMix on.
+  bool mixing() const { return enabled && mix.on(); }
+  /// Whether views are erased: augmentation on and erase_prob > 0.
+  bool erasing() const { return enabled && erase_prob > 0; }
 };
 
 /// The output side for images of h x w pixels: aug.out, or h when 0.
@@ -92,12 +120,143 @@ ViewParams random_resized_box(const AugmentSpec& aug, int64_t h, int64_t w, cons
 /// The evaluation view's box for images of h x w pixels and output side s.
 ViewParams eval_box(double crop_pct, int64_t h, int64_t w, int64_t s);
 
+/// The erased box of one view, in output pixels (height 0: not erased).
+struct EraseBox {
+  int16_t top = 0, left = 0, height = 0, width = 0;
+  bool operator==(const EraseBox& o) const {
+    return top == o.top && left == o.left && height == o.height && width == o.width;
+  }
+};
+
+/// The erased box of sample `index` in `epoch` for an output of s x s pixels:
+/// a pure function of (aug.seed, epoch, index), as timm's RandomErasing
+/// draws it (probability, then up to 10 tries of an area in [2 %, 1/3] of
+/// the view and a log-uniform aspect in [0.3, 1/0.3], rounded; the box lies
+/// strictly inside). {0,0,0,0} when erasing is off or not drawn.
+EraseBox erase_box(const AugmentSpec& aug, int64_t epoch, int64_t index, int64_t s);
+/// The noise of an erased pixel (normalized units, a standard normal; Box-Muller
+/// from two 32-bit uniforms in (0, 1)): a pure function of (aug.seed, epoch,
+/// sample index, channel, row, column). Inline: the batch kernel calls it.
+inline float erase_noise(uint64_t noise_key, int64_t index, int64_t ch, int64_t y, int64_t x) {
+  const uint64_t r = hash64(noise_key, static_cast<uint64_t>(index), static_cast<uint64_t>((ch << 40) ^ (y << 20) ^ x));
+  const double u1 = (static_cast<double>(r >> 32) + 0.5) * 0x1.0p-32;
+  const double u2 = (static_cast<double>(r & 0xffffffffULL) + 0.5) * 0x1.0p-32;
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+/// The per-(seed, epoch) key of erase_noise().
+uint64_t erase_noise_key(const AugmentSpec& aug, int64_t epoch);
+
+/// The mixing partners: in each epoch the split's n samples are paired by
+/// the sample order of the loader (data/loader.hpp epoch_permutation(n,
+/// seed, epoch)): positions 2k and 2k+1 are each other's partner, and the one
+/// left over when n is odd is its own (then it is not mixed). A pure function
+/// of (seed, epoch, index), whatever the ranks or the batch size. With the
+/// loader's seed and an even data.batch_size both samples of a pair lie in one
+/// rank's batch (global batches and their rank slices start at even
+/// positions), so mixing reads and resamples nothing extra, as timm mixes
+/// within a batch; otherwise (a teacher-view cache written with another seed,
+/// the last partial batch, an odd batch size) the partners are read as well.
+class MixPairing {
+ public:
+  MixPairing(uint64_t seed, int64_t n) : seed_(seed), n_(n) {}
+  int64_t partner(int64_t epoch, int64_t index);
+  std::vector<int64_t> partners(int64_t epoch, const std::vector<int64_t>& indices);
+
+ private:
+  void build(int64_t epoch);
+  uint64_t seed_;
+  int64_t n_, epoch_ = -1;
+  std::vector<int64_t> perm_, pos_;
+};
+
+enum class MixKind : uint8_t { None = 0, Mixup = 1, CutMix = 2 };
+
+/// How sample `index` is mixed with its partner in one epoch.
+struct MixParams {
+  int64_t partner = 0;         ///< the split index mixed in (the sample itself: not mixed)
+  MixKind kind = MixKind::None;
+  /// Weight of the sample's own view and label (the partner's: 1 - lam).
+  /// CutMix: 1 - box area / S^2 (timm's correct_lam). 1 when not mixed.
+  float lam = 1.0f;
+  /// CutMix: the output rows [y0, y1) x columns [x0, x1) taken from the
+  /// partner's view (timm's rand_bbox: side S * sqrt(1 - lam0) truncated,
+  /// centred on a uniform pixel, clipped to the image).
+  int16_t y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+};
+
+/// The mixing of sample `index` (with partner `partner`) in `epoch` for an
+/// output of s x s pixels: a pure function of (aug.seed, epoch, index).
+MixParams mix_params(const AugmentSpec& aug, int64_t epoch, int64_t index, int64_t partner, int64_t s);
+/// A Beta(a, a) sample from the counter-based stream `key` (Marsaglia and
+/// Tsang's gamma method; a > 0).
+double beta_symmetric(double a, uint64_t key);
+
+/// A batch of stored images as the transforms read it, with each sample's
+/// mixing partner when mixing is on (else the partner fields are null).
+struct ImageBatch {
+  int64_t n = 0, h = 0, w = 0, c = 0;  ///< samples, stored rows, columns, channels
+  int64_t epoch = 0;
+  const uint8_t* pixels = nullptr;     ///< [n, H, W, C]
+  const int64_t* indices = nullptr;    ///< [n] split indices
+  const int32_t* labels = nullptr;     ///< [n]
+  const int64_t* partner_indices = nullptr;  ///< [n] each sample's partner (MixPairing)
+  const int32_t* partner_labels = nullptr;   ///< [n]
+  /// [n] the partner's position in this batch, or -1 when it is not in it
+  /// (then its pixels are in partner_pixels)
+  const int64_t* partner_pos = nullptr;
+  /// [m, H, W, C] the pixels of the m partners not in the batch, in the
+  /// order of their samples
+  const uint8_t* partner_pixels = nullptr;
+};
+
+/// The whole training transform of a batch: each sample's view (from `views`
+/// when given, e.g. a teacher-view cache's, else view_params()), normalized,
+/// erased, then mixed with its partner's view: as rendered in this batch when
+/// the partner is in it, else from `partner_views` [n] (indexed by sample;
+/// read for the partners outside the batch only), else view_params(). `x` [n, C, S, S]; `y_soft` [n, classes], the mixed label
+/// lam * onehot(y) + (1 - lam) * onehot(y_partner), written when mixing (may
+/// be null otherwise).
+void transform_batch(const ImageBatch& b, const AugmentSpec& aug, const std::vector<double>& mean,
+                     const std::vector<double>& std, const ViewParams* views, const ViewParams* partner_views,
+                     int64_t classes, float* x, float* y_soft);
+
 /// `out` must hold n*C*S*S floats, S = aug.out (n*C*H*W when aug.out = 0). `mean`/`std` are
 /// per channel in pixel/255 units.
 void normalize_augment(const uint8_t* pixels, const int64_t* indices, int64_t n, int64_t h,
                        int64_t w, int64_t c, const std::vector<double>& mean,
                        const std::vector<double>& std, const AugmentSpec& aug, int64_t epoch,
                        float* out);
+
+/// One pass of the batch kernel: the views `views` [n] of `pixels` [n, H, W,
+/// C] resampled to s x s and normalized; where `erase` (may be null) has a
+/// box, filled with erase_noise(noise_key, indices[b], ...). Without `mix`
+/// the result is stored whole in `out`; with it (the partners' pass) sample b
+/// is blended into `out` with weight 1 - lam (Mixup), stored in its box
+/// (CutMix), or skipped (not mixed).
+struct RenderPass {
+  const uint8_t* pixels = nullptr;
+  const ViewParams* views = nullptr;
+  const int64_t* indices = nullptr;  ///< for the noise; may be null without `erase`
+  const EraseBox* erase = nullptr;
+  uint64_t noise_key = 0;
+  const MixParams* mix = nullptr;
+  const int64_t* out_row = nullptr;  ///< [n] the output sample each pass sample goes to; null: the same
+};
+/// Mixes the pairs `pairs` [p, 2] of samples of `out` [n, C, s, s] with
+/// each other (both views rendered unmixed, as render_views() stores them):
+/// sample k of a pair gets mix_value(mix[k], own, partner's) per pixel, with
+/// the bits of the partners' pass of render_views().
+void mix_pairs(const int64_t* pairs, int64_t p, const MixParams* mix, int64_t c, int64_t s, float* out);
+
+/// The mixed value of output pixel (y, x) of a sample mixed as `m`, from its
+/// own view's value and its partner's (the one formula of both mixing paths).
+inline float mix_value(const MixParams& m, float own, float other, int64_t y, int64_t x) {
+  if (m.kind == MixKind::Mixup) return m.lam * own + (1.f - m.lam) * other;
+  if (m.kind == MixKind::CutMix && y >= m.y0 && y < m.y1 && x >= m.x0 && x < m.x1) return other;
+  return own;
+}
+void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t c, const std::vector<double>& mean,
+                  const std::vector<double>& std, int64_t s, float* out);
 
 /// Replays the views `views` [n] on `pixels` [n, H, W, C] into `out`
 /// [n, C, S, S], normalized as normalize_augment() does; the same bits as
