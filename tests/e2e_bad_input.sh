@@ -28,7 +28,7 @@ for c in unknown_key_in_file_names_the_nearest unknown_key_in_override_names_the
          device_cuda_without_cuda_is_refused_once nccl_on_the_cpu_is_refused device_typo_names_the_nearest \
          negative_label_smoothing_is_refused bf16_reduce_without_sharding_is_refused \
          crop_ranges_out_of_bounds_are_refused pad_crop_at_another_size_is_refused \
-         drop_path_of_one_is_refused mixing_out_of_range_or_unaugmented_is_refused; do
+         drop_path_of_one_is_refused policy_and_mixing_out_of_range_or_unaugmented_are_refused; do
   CASES+=("$c:setup")
 done
 
@@ -175,8 +175,8 @@ case_crop_ranges_out_of_bounds_are_refused() {
   rm -rf prev
   refused "did you mean 'random_resized'" --set data.crop=random_resize
 }
-case_mixing_out_of_range_or_unaugmented_is_refused() {
-  refused "invalid value for 'data.mixup': random erasing, Mixup and CutMix are training augmentations and need " \
+case_policy_and_mixing_out_of_range_or_unaugmented_are_refused() {
+  refused "invalid value for 'data.mixup': the policy, random erasing, Mixup and CutMix are training augmentations and need" \
     --set data.mixup=0.8
   rm -rf prev
   refused "invalid value for 'data.cutmix': is the alpha of Beta(alpha, alpha) and must lie in [0, 1000]" \
@@ -184,6 +184,9 @@ case_mixing_out_of_range_or_unaugmented_is_refused() {
   rm -rf prev
   refused "invalid value for 'data.random_erase': is a probability and must lie in [0, 1], got 1.5" \
     --set data.random_erase=1.5 --set data.augment=true
+  rm -rf prev
+  refused "invalid value for 'data.policy': \"trivialaugment\" is not one of \"none\", \"trivial_augment\"" \
+    --set data.policy=trivialaugment --set data.augment=true
 }
 case_pad_crop_at_another_size_is_refused() {
   refused "the pad crop (data.crop = \"pad\") keeps the stored size: store them at 8" \

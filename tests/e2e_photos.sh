@@ -4,7 +4,7 @@
 # ViT with patch 16 at model.image_size = 224 trained with the random-resized
 # crop and flips, evaluated on the centre crop. "setup" makes the folder, the
 # dataset and a teacher. The students train with every transform on: the
-# random-resized crop, flips, random erasing, Mixup and CutMix (ALL below). Then:
+# random-resized crop, flips, TrivialAugment, random erasing, Mixup and CutMix (ALL below). Then:
 #   cached_views_equal_live        `vitkd teacher-cache` with random-resized crops: its boxes
 #                                  are torchvision's (inside the 256 store, area and aspect
 #                                  in range, sizes varying); a student replaying it trains as
@@ -28,7 +28,7 @@ G=12                             # global batch: 6 x 2 ranks, 4 x 3 ranks, 12 x 
 PHOTO=("data.path=\"$SETUP/photos.h5\"" model.image_size=224 model.channels=3 model.patch=16 model.dim=32
        model.heads=2 model.classes=4 data.augment=true 'data.crop="random_resized"' train.epochs=2
        checkpoint.every_steps=0 train.log_every_steps=5)
-ALL=(data.random_erase=0.25 data.mixup=0.8 data.cutmix=1.0)  # DeiT's values
+ALL=('data.policy="trivial_augment"' data.random_erase=0.25 data.mixup=0.8 data.cutmix=1.0)  # DeiT's values
 
 # photo_config FILE RANKS [KEY=VALUE ...]: the narrow 224x224 model on photos.h5.
 photo_config() {
@@ -83,7 +83,7 @@ with h5py.File("views.h5", "r") as f:
     t = f.attrs["transform"]
     t = t.decode() if isinstance(t, bytes) else t
     assert 'data.crop = "random_resized"' in t and "model.image_size = 224" in t, t
-    assert "data.random_erase = 0.25, data.mixup = 0.8, data.cutmix = 1" in t, t
+    assert 'data.policy = "trivial_augment", data.random_erase = 0.25, data.mixup = 0.8, data.cutmix = 1' in t, t
     assert int(f.attrs["image_size"]) == 224 and int(f.attrs["height"]) == 256
     crop, flip = f["views/crop"][()].astype(np.int64), f["views/flip"][()]
 top, left, h, w = crop.T
@@ -95,7 +95,7 @@ print(f"OK: {len(crop)} random-resized views, area {frac.min():.2f}..{frac.max()
       f"aspect {aspect.min():.2f}..{aspect.max():.2f}")
 PY
   LOG=live.log expect 0 vk "$NP" train live.toml
-  grep -q 'views: .*data.random_erase = 0.25, data.mixup = 0.8, data.cutmix = 1, data.mixup_prob = 1' live.log ||
+  grep -q 'views: .*data.policy = "trivial_augment", data.random_erase = 0.25, data.mixup = 0.8, data.cutmix = 1, data.mixup_prob = 1' live.log ||
     { grep views: live.log; fail "the start-up line does not name erasing and mixing"; }
   LOG=replay.log expect 0 vk "$NP" train replay.toml
   grep -q "no teacher forward passes" replay.log || { cat replay.log; fail "the replay ran the teacher"; }

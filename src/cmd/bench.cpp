@@ -301,10 +301,11 @@ int bench_loader(const cli::Args& a) {
   aug.mix.mixup_alpha = a.number("mixup");
   aug.mix.cutmix_alpha = a.number("cutmix");
   aug.erase_prob = a.number("random-erase");
-  if (((aug.mix.on() || aug.erase_prob > 0) && !aug.enabled) || aug.mix.mixup_alpha < 0 ||
+  aug.trivial_augment = a.text("policy") == "trivial_augment";
+  if (((aug.mix.on() || aug.erase_prob > 0 || aug.trivial_augment) && !aug.enabled) || aug.mix.mixup_alpha < 0 ||
       aug.mix.cutmix_alpha < 0 || !(aug.erase_prob >= 0 && aug.erase_prob <= 1))
     throw UserError("bench loader: --mixup and --cutmix take alphas >= 0 and --random-erase a probability in [0, 1], "
-                    "all with a training crop (--crop random_resized or pad)");
+                    "and they and --policy need a training crop (--crop random_resized or pad)");
   std::optional<MixPairing> pairing;
   if (aug.mixing()) pairing.emplace(aug.seed, meta.train_size);
   check_views_fit(aug, meta);  // the one check of training (model.image_size is --image-size here)

@@ -60,6 +60,8 @@ void add_bench_commands(std::vector<Command>& c) {
                 Flag::text("crop", "K", "the training crop: random_resized, pad (as data.crop) or none "
                            "(the evaluation view)").one_of({"random_resized", "pad", "none"})
                     .default_to("random_resized"),
+                Flag::text("policy", "P", "the augmentation policy, as data.policy").one_of({"none", "trivial_augment"})
+                    .default_to("none"),
                 Flag::number("mixup", "A", "Mixup's alpha, as data.mixup (0 = off)").default_to("0"),
                 Flag::number("cutmix", "A", "CutMix's alpha, as data.cutmix (0 = off)").default_to("0"),
                 Flag::number("random-erase", "P", "random erasing's probability, as data.random_erase")
@@ -70,7 +72,7 @@ void add_bench_commands(std::vector<Command>& c) {
                              "(0 = none)").default_to("0"),
                 Flag::path("out", "FILE.json", "also write the rates as JSON")},
                "One thread per rank reads random batches (sorted, coalesced hyperslabs, as the loader) and "
-               "transforms them (views, bilinear resampling, flip, normalization, erasing; with Mixup or CutMix "
+               "transforms them (views, bilinear resampling, flip, the policy, normalization, erasing; with Mixup or CutMix "
                "also each sample's partner, read and mixed in), with a horizontal flip of probability 1/2; run "
                "under mpirun -n K for K cores. The file is dropped from the page cache "
                "first where the kernel allows it."});

@@ -349,10 +349,11 @@ void validate_views(const Config& c, const std::function<void(const std::string&
     if (!(alpha >= 0 && alpha <= 1e3))
       bad(key, std::string("is the alpha of Beta(alpha, alpha) and must lie in [0, 1000] (0 = off; 0.8 and 1.0 are "
                            "DeiT's), got ") + to_toml(alpha));
-  if ((c.data_mixup > 0 || c.data_cutmix > 0 || c.data_random_erase > 0) && !c.data_augment)
-    bad(c.data_random_erase > 0 && c.data_mixup <= 0 && c.data_cutmix <= 0 ? "data.random_erase" : "data.mixup",
-        "random erasing, Mixup and CutMix are training augmentations and need data.augment = true; set it, or set "
-        "data.mixup = data.cutmix = data.random_erase = 0");
+  const bool policy = c.data_policy != "none";
+  if ((c.data_mixup > 0 || c.data_cutmix > 0 || c.data_random_erase > 0 || policy) && !c.data_augment)
+    bad(c.data_mixup > 0 ? "data.mixup" : c.data_cutmix > 0 ? "data.cutmix" : policy ? "data.policy" : "data.random_erase",
+        "the policy, random erasing, Mixup and CutMix are training augmentations and need data.augment = true; set "
+        "it, or set data.policy = \"none\" and data.mixup = data.cutmix = data.random_erase = 0");
 }
 
 }  // namespace
@@ -403,6 +404,7 @@ void validate_config(const Config& c, const std::string& origin) {
   if (c.data_batch_size < 1) bad("data.batch_size", "must be at least 1, got " + std::to_string(c.data_batch_size));
   if (c.data_crop_pad < 0) bad("data.crop_pad", "must be >= 0");
   one_of("data.crop", c.data_crop, {"pad", "random_resized"});
+  one_of("data.policy", c.data_policy, {"none", "trivial_augment"});
   validate_views(c, bad);
   if (c.data_prefetch < 1) bad("data.prefetch", "must be at least 1");
   one_of("data.io", c.data_io, {"serial", "mpio"});

@@ -35,6 +35,7 @@ struct PathList {
   X(data, crop_ratio, std::vector<double>, (std::vector<double>{0.75, 4.0 / 3.0}), "random_resized: range of the crop's aspect ratio (width / height), in (0, inf)") \
   X(data, crop_pct, double, 0.875, "evaluation (and unaugmented training) view of images stored larger than model.image_size: the shorter side resized to image_size / crop_pct, then the centre crop (timm's crop_pct); images stored at image_size are used whole") \
   X(data, flip, bool, true, "random horizontal flip when augment is on")                   \
+  X(data, policy, std::string, "none", "when augment is on, after the crop and flip: the augmentation policy, \"none\" or \"trivial_augment\" (torchvision's TrivialAugmentWide: one of 14 colour and geometric ops per view at a uniform magnitude; docs/training.md)") \
   X(data, random_erase, double, 0.0, "when augment is on: probability of random erasing, one box of 2-33 % of the view filled with per-pixel normal noise (timm's RandomErasing, mode \"pixel\"; DeiT uses 0.25); 0 = off") \
   X(data, mixup, double, 0.0, "when augment is on: Mixup's alpha, lam ~ Beta(alpha, alpha) per sample (timm's mixup_alpha; DeiT uses 0.8); 0 = off") \
   X(data, cutmix, double, 0.0, "when augment is on: CutMix's alpha (timm's cutmix_alpha; DeiT uses 1.0); 0 = off") \

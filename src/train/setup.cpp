@@ -195,6 +195,7 @@ AugmentSpec augment_from_config(const Config& cfg) {
   a.crop_pct = cfg.data_crop_pct;
   a.out = cfg.model_image_size;
   a.seed = static_cast<uint64_t>(cfg.run_seed);
+  a.trivial_augment = cfg.data_policy == "trivial_augment";
   a.erase_prob = cfg.data_random_erase;
   a.mix.mixup_alpha = cfg.data_mixup;
   a.mix.cutmix_alpha = cfg.data_cutmix;

@@ -48,4 +48,15 @@ EraseBox erase_box(const AugmentSpec& aug, int64_t epoch, int64_t index, int64_t
   return e;
 }
 
+void apply_erasing(const EraseBox* boxes, const int64_t* indices, uint64_t noise_key, int64_t n, int64_t c, int64_t s,
+                   float* out) {
+  for (int64_t b = 0; b < n; ++b) {
+    const EraseBox e = boxes[b];
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = e.top; y < e.top + e.height; ++y)
+        for (int64_t x = e.left; x < e.left + e.width; ++x)
+          out[((b * c + ch) * s + y) * s + x] = erase_noise(noise_key, indices[b], ch, y, x);
+  }
+}
+
 }  // namespace vitkd

@@ -1,8 +1,10 @@
 // The batch kernel of the transforms (data/transforms/transforms.hpp): views
-// resampled, normalized, erased, and in the partners' pass mixed in.
+// resampled (through a geometric op of the policy where one is drawn) and
+// normalized; and the mixing of rendered views.
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "data/transforms/transforms.hpp"
@@ -16,10 +18,7 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
   // Output rows x columns: S x S, or the stored size when s = 0.
   const int64_t oh = s > 0 ? s : h, ow = s > 0 ? s : w;
   Kokkos::View<const uint8_t****, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged> src(p.pixels, n, h, w, c);
-  int64_t rows = n;  // output samples: n, or up to the largest out_row
-  if (p.out_row)
-    for (int64_t b = 0; b < n; ++b) rows = std::max(rows, p.out_row[b] + 1);
-  Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged> dst(out, rows, c, oh, ow);
+  Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged> dst(out, n, c, oh, ow);
   const ViewParams* views = p.views;
   // Per-channel scale and shift: (p/255 - mean) / std = p * scale + shift.
   Kokkos::View<float*, Kokkos::HostSpace> scale("Data::scale", c), shift("Data::shift", c);
@@ -48,7 +47,6 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
   for (int64_t b = 0; b < n; ++b) {
     const ViewParams v = views[b];
     if (v.height == oh && v.width == ow) continue;  // the copy path below
-    if (p.mix && p.mix[b].kind == MixKind::None) continue;  // not rendered
     for (int64_t o = 0; o < oh; ++o) taps(v.top, v.height, oh, o, y0(b, o), y1(b, o), ly(b, o));
     for (int64_t o = 0; o < ow; ++o)
       taps(v.left, v.width, ow, v.flip ? ow - 1 - o : o, x0(b, o), x1(b, o), lx(b, o));
@@ -57,20 +55,9 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
   Kokkos::parallel_for(
       "Data::normalize_augment", Kokkos::RangePolicy<Host>(0, n), KOKKOS_LAMBDA(const int64_t b) {
         const ViewParams v = views[b];
-        // Where the result goes: the whole output (own views), or the
-        // partner's share (mix_value): all of it (Mixup), or its CutMix box.
-        int64_t ya = 0, yb = oh, xa = 0, xb = ow;
-        const MixParams* m = pass.mix ? &pass.mix[b] : nullptr;
-        if (m) {
-          if (m->kind == MixKind::None) return;
-          if (m->kind == MixKind::CutMix) ya = m->y0, yb = m->y1, xa = m->x0, xb = m->x1;
-        }
-        const int64_t row = pass.out_row ? pass.out_row[b] : b;
-        const EraseBox e = pass.erase ? pass.erase[b] : EraseBox{};
-        const int64_t index = pass.indices ? pass.indices[b] : 0;
         const bool copy = v.height == oh && v.width == ow;
         const bool mirror = v.flip != 0;
-        // The view's pixel value at output (y, x), channel ch, normalized.
+        // The view's pixel at view row y, column x, channel ch, normalized.
         auto value = [&](int64_t y, int64_t x, int64_t ch) {
           float px;
           if (copy) {  // a box of the output's size: a shifted copy, zero outside the image
@@ -84,52 +71,53 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
           }
           return px * scale(ch) + shift(ch);
         };
-        for (int64_t y = ya; y < yb; ++y) {
-          const bool erase_row = e.height > 0 && y >= e.top && y < e.top + e.height;
-          if (!erase_row && !m) {  // the common row: stored as it is
-            for (int64_t x = xa; x < xb; ++x)
-              for (int64_t ch = 0; ch < c; ++ch) dst(row, ch, y, x) = value(y, x, ch);
-            continue;
-          }
-          for (int64_t x = xa; x < xb; ++x) {
-            const bool erased = erase_row && x >= e.left && x < e.left + e.width;
-            for (int64_t ch = 0; ch < c; ++ch) {
-              const float val = erased ? erase_noise(pass.noise_key, index, ch, y, x) : value(y, x, ch);
-              float& o = dst(row, ch, y, x);
-              o = m ? mix_value(*m, o, val, y, x) : val;
-            }
-          }
+        if (!(pass.geometric && pass.geometric[b])) {
+          for (int64_t y = 0; y < oh; ++y)
+            for (int64_t x = 0; x < ow; ++x)
+              for (int64_t ch = 0; ch < c; ++ch) dst(b, ch, y, x) = value(y, x, ch);
+          return;
         }
+        // A geometric op: the nearest view pixel of the inverse map (as
+        // grid_sample(mode="nearest", align_corners=False): round half to even).
+        const float* m = pass.affine + 6 * b;
+        const float hw = 0.5f * float(ow), hh = 0.5f * float(oh);
+        for (int64_t y = 0; y < oh; ++y)
+          for (int64_t x = 0; x < ow; ++x) {
+            const float xc = float(x) + 0.5f - hw, yc = float(y) + 0.5f - hh;
+            const float xs = std::nearbyint(m[0] * xc + m[1] * yc + m[2] + hw - 0.5f);
+            const float ys = std::nearbyint(m[3] * xc + m[4] * yc + m[5] + hh - 0.5f);
+            const bool inside = xs >= 0.f && xs < float(ow) && ys >= 0.f && ys < float(oh);
+            for (int64_t ch = 0; ch < c; ++ch)
+              dst(b, ch, y, x) = inside ? value(int64_t(ys), int64_t(xs), ch) : shift(ch);
+          }
       });
   Kokkos::fence();
 }
 
-// Sample k of each pair takes mix_value(mix[k], own, partner's): with a copy
-// of the first view kept, each side is one plain pass (Mixup: the whole
-// image, vectorisable; CutMix: the rows of its box; not mixed: nothing).
-// The pairs run one after another on the calling thread, sharing the copy
-// (a memory-bound pass, a small fraction of the resampling before it).
-void mix_pairs(const int64_t* pairs, int64_t p, const MixParams* mix, int64_t c, int64_t s, float* out) {
+void mix_image(const MixParams& m, float* own, const float* other, int64_t c, int64_t s) {
   const int64_t plane = s * s, image = c * plane;
+  if (m.kind == MixKind::Mixup) {
+    const float wo = m.lam, wp = 1.f - m.lam;
+    for (int64_t i = 0; i < image; ++i) own[i] = wo * own[i] + wp * other[i];  // mix_value's formula
+  } else if (m.kind == MixKind::CutMix) {
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = m.y0; y < m.y1; ++y)
+        std::copy(other + ch * plane + y * s + m.x0, other + ch * plane + y * s + m.x1, own + ch * plane + y * s + m.x0);
+  }
+}
+
+// The pairs run one after another on the calling thread, sharing one copy of
+// a view (a memory-bound pass, a small fraction of the resampling before it).
+void mix_pairs(const int64_t* pairs, int64_t p, const MixParams* mix, int64_t c, int64_t s, float* out) {
+  const int64_t image = c * s * s;
   std::vector<float> first(static_cast<size_t>(p > 0 ? image : 0));
-  // One image into `own` from `own` and `other` (which must not alias).
-  auto apply = [=](const MixParams& m, float* own, const float* other) {
-    if (m.kind == MixKind::Mixup) {
-      const float wo = m.lam, wp = 1.f - m.lam;
-      for (int64_t i = 0; i < image; ++i) own[i] = wo * own[i] + wp * other[i];  // = mix_value's formula
-    } else if (m.kind == MixKind::CutMix) {
-      for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t y = m.y0; y < m.y1; ++y)
-          for (int64_t x = m.x0; x < m.x1; ++x) own[ch * plane + y * s + x] = other[ch * plane + y * s + x];
-    }
-  };
   for (int64_t j = 0; j < p; ++j) {
     const int64_t k = pairs[2 * j], q = pairs[2 * j + 1];
     float* a = out + k * image;
     float* b = out + q * image;
     if (mix[q].kind != MixKind::None) std::copy(a, a + image, first.data());
-    apply(mix[k], a, b);
-    apply(mix[q], b, first.data());
+    mix_image(mix[k], a, b, c, s);
+    mix_image(mix[q], b, first.data(), c, s);
   }
 }
 

@@ -33,6 +33,7 @@ std::string transform_text(const AugmentSpec& aug, int64_t h, int64_t w) {
            "]";
     }
     t += ", data.flip = " + std::string(aug.flip ? "true" : "false");
+    if (aug.policy()) t += ", data.policy = \"trivial_augment\"";
     if (aug.erasing()) t += ", data.random_erase = " + number(aug.erase_prob);
     if (aug.mixing())
       t += ", data.mixup = " + number(aug.mix.mixup_alpha) + ", data.cutmix = " + number(aug.mix.cutmix_alpha) +
@@ -43,6 +44,46 @@ std::string transform_text(const AugmentSpec& aug, int64_t h, int64_t w) {
   if (h != s || w != s) t += ", model.image_size = " + std::to_string(s);
   return t;
 }
+
+namespace {
+
+// The views of samples `indices` [n] (their pixels, their views) as the
+// model sees them before mixing: resampled through the policy's geometric op,
+// the policy's colour op, erased. Into `out` [n, C, S, S].
+void render_samples(const AugmentSpec& aug, int64_t epoch, const uint8_t* pixels, const ViewParams* views,
+                    const int64_t* indices, int64_t n, int64_t h, int64_t w, int64_t c, const std::vector<double>& mean,
+                    const std::vector<double>& std, float* out) {
+  const int64_t s = output_side(aug, h);
+  RenderPass pass;
+  pass.pixels = pixels;
+  pass.views = views;
+  std::vector<PolicyOp> ops;
+  std::vector<float> affine;
+  std::vector<uint8_t> geometric;
+  if (aug.policy()) {
+    ops.resize(static_cast<size_t>(n));
+    affine.assign(static_cast<size_t>(6 * n), 0.f);
+    geometric.assign(static_cast<size_t>(n), 0);
+    for (int64_t b = 0; b < n; ++b) {
+      ops[b] = policy_op(aug, epoch, indices[b]);
+      if (is_geometric(ops[b].op)) {
+        geometric[b] = 1;
+        policy_affine(ops[b], s, affine.data() + 6 * b);
+      }
+    }
+    pass.affine = affine.data();
+    pass.geometric = geometric.data();
+  }
+  render_views(pass, n, h, w, c, mean, std, aug.out, out);
+  for (size_t b = 0; b < ops.size(); ++b) apply_colour_op(ops[b], c, s, mean, std, out + b * c * s * s);
+  if (aug.erasing()) {
+    std::vector<EraseBox> boxes(static_cast<size_t>(n));
+    for (int64_t b = 0; b < n; ++b) boxes[b] = erase_box(aug, epoch, indices[b], s);
+    apply_erasing(boxes.data(), indices, erase_noise_key(aug, epoch), n, c, s, out);
+  }
+}
+
+}  // namespace
 
 void transform_batch(const ImageBatch& b, const AugmentSpec& aug, const std::vector<double>& mean,
                      const std::vector<double>& std, const ViewParams* views, const ViewParams* partner_views,
@@ -55,19 +96,7 @@ void transform_batch(const ImageBatch& b, const AugmentSpec& aug, const std::vec
     view_params(aug, b.epoch, b.indices, n, b.h, b.w, own.data());
     views = own.data();
   }
-  std::vector<EraseBox> erase;
-  const uint64_t noise_key = erase_noise_key(aug, b.epoch);
-  RenderPass pass;
-  pass.pixels = b.pixels;
-  pass.views = views;
-  pass.indices = b.indices;
-  if (aug.erasing()) {
-    erase.resize(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) erase[k] = erase_box(aug, b.epoch, b.indices[k], s);
-    pass.erase = erase.data();
-    pass.noise_key = noise_key;
-  }
-  render_views(pass, n, b.h, b.w, b.c, mean, std, aug.out, x);
+  render_samples(aug, b.epoch, b.pixels, views, b.indices, n, b.h, b.w, b.c, mean, std, x);
   if (!aug.mixing()) return;
   if (!b.partner_indices || !b.partner_labels || !b.partner_pos || !y_soft)
     throw RuntimeError("transform_batch: mixing needs the partners' indices, labels and positions");
@@ -78,7 +107,8 @@ void transform_batch(const ImageBatch& b, const AugmentSpec& aug, const std::vec
   for (int64_t k = 0; k < n; ++k)
     if (b.partner_pos[k] > k) pairs.insert(pairs.end(), {k, b.partner_pos[k]});
   mix_pairs(pairs.data(), static_cast<int64_t>(pairs.size() / 2), mix.data(), b.c, s, x);
-  // Partners read beside the batch (partner_pixels, in sample order): their views rendered into the mix.
+  // Partners read beside the batch (partner_pixels, in sample order): their
+  // views rendered the same way, then mixed in.
   std::vector<int64_t> rows;
   for (int64_t k = 0; k < n; ++k)
     if (b.partner_pos[k] < 0) rows.push_back(k);
@@ -87,25 +117,14 @@ void transform_batch(const ImageBatch& b, const AugmentSpec& aug, const std::vec
     if (!b.partner_pixels) throw RuntimeError("transform_batch: partners outside the batch need their pixels");
     std::vector<ViewParams> pv(m);
     std::vector<int64_t> pidx(m);
-    std::vector<MixParams> pmix(m);
     for (int64_t j = 0; j < m; ++j) {
       pidx[j] = b.partner_indices[rows[j]];
-      pmix[j] = mix[rows[j]];
       pv[j] = partner_views ? partner_views[rows[j]] : view_params(aug, b.epoch, pidx[j], b.h, b.w);
     }
-    RenderPass partners;
-    partners.pixels = b.partner_pixels;
-    partners.views = pv.data();
-    partners.indices = pidx.data();
-    partners.mix = pmix.data();
-    partners.out_row = rows.data();
-    if (aug.erasing()) {  // each partner's view erased as in its own sample
-      erase.resize(static_cast<size_t>(m));
-      for (int64_t j = 0; j < m; ++j) erase[j] = erase_box(aug, b.epoch, pidx[j], s);
-      partners.erase = erase.data();
-      partners.noise_key = noise_key;
-    }
-    render_views(partners, m, b.h, b.w, b.c, mean, std, aug.out, x);
+    const int64_t image = b.c * s * s;
+    std::vector<float> other(static_cast<size_t>(m * image));
+    render_samples(aug, b.epoch, b.partner_pixels, pv.data(), pidx.data(), m, b.h, b.w, b.c, mean, std, other.data());
+    for (int64_t j = 0; j < m; ++j) mix_image(mix[rows[j]], x + rows[j] * image, other.data() + j * image, b.c, s);
   }
   std::fill(y_soft, y_soft + n * classes, 0.0f);
   for (int64_t k = 0; k < n; ++k) {

@@ -66,6 +66,11 @@ struct AugmentSpec {
   /// is replaced by per-pixel normal noise in normalized units. 0 = off.
   double erase_prob = 0;
   MixSpec mix;           ///< Mixup / CutMix (training views only)
+  /// The augmentation policy after the crop and flip (data.policy): false =
+  /// none, true = TrivialAugmentWide (one op of 14 per view, torchvision's
+  /// magnitudes).
+  bool trivial_augment = false;
+  bool policy() const { return enabled && trivial_augment; }
   /// Whether samples are mixed: augmentation on and Mixup or CutMix on.
   bool mixing() const { return enabled && mix.on(); }
   /// Whether views are erased: augmentation on and erase_prob > 0.
@@ -191,6 +196,42 @@ MixParams mix_params(const AugmentSpec& aug, int64_t epoch, int64_t index, int64
 /// Tsang's gamma method; a > 0).
 double beta_symmetric(double a, uint64_t key);
 
+/// TrivialAugmentWide's ops (torchvision, Mueller and Hutter 2021), in its order.
+enum class PolicyOpKind : uint8_t {
+  Identity, ShearX, ShearY, TranslateX, TranslateY, Rotate, Brightness, Color, Contrast, Sharpness, Posterize,
+  Solarize, AutoContrast, Equalize,
+};
+constexpr int kPolicyOps = 14;
+constexpr int kPolicyBins = 31;  ///< TrivialAugmentWide's num_magnitude_bins
+/// The op a sample's view gets, with its magnitude (signed where the op is):
+/// shear factor, translation in pixels (truncated to an integer), rotation in
+/// degrees (counter-clockwise), enhancement m (factor 1 + m), posterize bits,
+/// solarize threshold (grey levels).
+struct PolicyOp {
+  PolicyOpKind op = PolicyOpKind::Identity;
+  float magnitude = 0;
+};
+const char* policy_op_name(PolicyOpKind op);
+bool is_geometric(PolicyOpKind op);
+/// The policy's op of sample `index` in `epoch`: a pure function of
+/// (aug.seed, epoch, index); TrivialAugmentWide draws one op uniformly, one of
+/// 31 magnitude bins uniformly, and the sign with probability 1/2. Identity
+/// when the policy is off.
+PolicyOp policy_op(const AugmentSpec& aug, int64_t epoch, int64_t index);
+/// The magnitude of `op` at bin `bin` before the sign (torchvision's table).
+float policy_magnitude(PolicyOpKind op, int bin);
+/// The inverse affine map of a geometric op on an s x s view, as
+/// torchvision's F.affine / F.rotate take it (nearest, fill 0): output pixel
+/// centre (x, y), relative to the view's centre, comes from view point
+/// (m[0] x + m[1] y + m[2], m[3] x + m[4] y + m[5]) (same origin).
+void policy_affine(const PolicyOp& op, int64_t s, float m[6]);
+/// A colour op (Brightness ... Equalize) on one view `view` [C, s, s],
+/// normalized with `mean`/`std`, in place: as torchvision's functional op on
+/// the view rounded to uint8 (its resize's output), the result truncated to
+/// uint8 where torchvision's is. Geometric ops and Identity leave it as is.
+void apply_colour_op(const PolicyOp& op, int64_t c, int64_t s, const std::vector<double>& mean,
+                     const std::vector<double>& std, float* view);
+
 /// A batch of stored images as the transforms read it, with each sample's
 /// mixing partner when mixing is on (else the partner fields are null).
 struct ImageBatch {
@@ -227,36 +268,40 @@ void normalize_augment(const uint8_t* pixels, const int64_t* indices, int64_t n,
                        const std::vector<double>& std, const AugmentSpec& aug, int64_t epoch,
                        float* out);
 
-/// One pass of the batch kernel: the views `views` [n] of `pixels` [n, H, W,
-/// C] resampled to s x s and normalized; where `erase` (may be null) has a
-/// box, filled with erase_noise(noise_key, indices[b], ...). Without `mix`
-/// the result is stored whole in `out`; with it (the partners' pass) sample b
-/// is blended into `out` with weight 1 - lam (Mixup), stored in its box
-/// (CutMix), or skipped (not mixed).
+/// The batch kernel ("Data::normalize_augment"): the views `views` [n] of
+/// `pixels` [n, H, W, C] resampled to s x s and normalized into `out` [n, C,
+/// s, s]; where `affine` [n, 6] is given and `geometric[b]` is set, output
+/// pixel (y, x) takes the view's pixel at the nearest point of the inverse
+/// affine map (policy_affine()), 0 outside the view.
 struct RenderPass {
   const uint8_t* pixels = nullptr;
   const ViewParams* views = nullptr;
-  const int64_t* indices = nullptr;  ///< for the noise; may be null without `erase`
-  const EraseBox* erase = nullptr;
-  uint64_t noise_key = 0;
-  const MixParams* mix = nullptr;
-  const int64_t* out_row = nullptr;  ///< [n] the output sample each pass sample goes to; null: the same
+  const float* affine = nullptr;       ///< [n, 6] or null
+  const uint8_t* geometric = nullptr;  ///< [n] 1: apply affine[b]; null: none
 };
-/// Mixes the pairs `pairs` [p, 2] of samples of `out` [n, C, s, s] with
-/// each other (both views rendered unmixed, as render_views() stores them):
-/// sample k of a pair gets mix_value(mix[k], own, partner's) per pixel, with
-/// the bits of the partners' pass of render_views().
+void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t c, const std::vector<double>& mean,
+                  const std::vector<double>& std, int64_t s, float* out);
+
+/// The erased boxes `boxes` [n] of the views `out` [n, C, s, s] filled with
+/// erase_noise(noise_key, indices[b], ...).
+void apply_erasing(const EraseBox* boxes, const int64_t* indices, uint64_t noise_key, int64_t n, int64_t c, int64_t s,
+                   float* out);
+
+/// One view `own` [C, s, s] mixed as `m` with `other`: mix_value() per pixel
+/// (Mixup: the whole image; CutMix: its box; not mixed: unchanged).
+void mix_image(const MixParams& m, float* own, const float* other, int64_t c, int64_t s);
+/// Mixes the pairs `pairs` [p, 2] of samples of `out` [n, C, s, s] with each
+/// other (both views as rendered): sample k of a pair gets mix_image(mix[k],
+/// its view, its partner's view).
 void mix_pairs(const int64_t* pairs, int64_t p, const MixParams* mix, int64_t c, int64_t s, float* out);
 
 /// The mixed value of output pixel (y, x) of a sample mixed as `m`, from its
-/// own view's value and its partner's (the one formula of both mixing paths).
+/// own view's value and its partner's: the one formula of both mixing paths.
 inline float mix_value(const MixParams& m, float own, float other, int64_t y, int64_t x) {
   if (m.kind == MixKind::Mixup) return m.lam * own + (1.f - m.lam) * other;
   if (m.kind == MixKind::CutMix && y >= m.y0 && y < m.y1 && x >= m.x0 && x < m.x1) return other;
   return own;
 }
-void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t c, const std::vector<double>& mean,
-                  const std::vector<double>& std, int64_t s, float* out);
 
 /// Replays the views `views` [n] on `pixels` [n, H, W, C] into `out`
 /// [n, C, S, S], normalized as normalize_augment() does; the same bits as
