@@ -1,14 +1,18 @@
 """The anchor for `vitkd bench loader`: the same training transform in
 torchvision (transforms.v2 on uint8 tensors: RandomResizedCrop to 224 with
 bilinear resampling and no antialiasing, as vitkd resamples; a horizontal
-flip; ToDtype float and Normalize), fed by a DataLoader whose worker
-processes read the samples from the same vitkd dataset file with h5py.
+flip; optionally TrivialAugmentWide; ToDtype float and Normalize;
+optionally RandomErasing with normal noise; optionally MixUp / CutMix on the
+batch in the collate function, so in the workers), fed by a DataLoader
+whose worker processes read the samples from the same vitkd dataset file
+with h5py.
 
 A benchmark, not a test. Run it with the venv of jobs/setup-torch2.sh
 (torchvision comes with timm there):
 
     ~/.cache/vitkd/torch2-venv/bin/python benchmarks/loader_torchvision.py \\
-        --data /tmp/bench256.h5 --workers 1 --seconds 10 [--out FILE.json]
+        --data /tmp/bench256.h5 --workers 1 --seconds 10 [--out FILE.json] \\
+        [--policy trivial_augment] [--random-erase 0.25] [--mixup 0.8] [--cutmix 1.0]
 
 Prints images per second over the measuring time (after one warm-up batch)
 and per worker process (per core: each worker is one process on one core,
@@ -55,19 +59,37 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--policy", choices=["none", "trivial_augment"], default="none")
+    ap.add_argument("--random-erase", type=float, default=0.0)
+    ap.add_argument("--mixup", type=float, default=0.0)
+    ap.add_argument("--cutmix", type=float, default=0.0)
     ap.add_argument("--out")
     a = ap.parse_args()
     torch.set_num_threads(1)
     probe = H5Images(a.data, None)
-    transform = v2.Compose([
-        v2.RandomResizedCrop(a.image_size, interpolation=v2.InterpolationMode.BILINEAR, antialias=False),
-        v2.RandomHorizontalFlip(),
-        v2.ToDtype(torch.float32, scale=True),
-        v2.Normalize(probe.mean, probe.std),
-    ])
+    ops = [v2.RandomResizedCrop(a.image_size, interpolation=v2.InterpolationMode.BILINEAR, antialias=False),
+           v2.RandomHorizontalFlip()]
+    if a.policy == "trivial_augment":
+        ops.append(v2.TrivialAugmentWide(interpolation=v2.InterpolationMode.NEAREST))
+    ops += [v2.ToDtype(torch.float32, scale=True), v2.Normalize(probe.mean, probe.std)]
+    if a.random_erase > 0:
+        ops.append(v2.RandomErasing(p=a.random_erase, value="random"))
+    transform = v2.Compose(ops)
     ds = H5Images(a.data, transform)
+    collate = None
+    mixers = []
+    if a.mixup > 0 or a.cutmix > 0:
+        with h5py.File(a.data, "r") as f:
+            classes = int(f["train/labels"][()].max()) + 1
+        if a.mixup > 0:
+            mixers.append(v2.MixUp(alpha=a.mixup, num_classes=classes))
+        if a.cutmix > 0:
+            mixers.append(v2.CutMix(alpha=a.cutmix, num_classes=classes))
+        mix = v2.RandomChoice(mixers)
+        collate = lambda batch: mix(*torch.utils.data.default_collate(batch))  # noqa: E731
     loader = DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers, drop_last=True,
-                        persistent_workers=True, worker_init_fn=lambda _: torch.set_num_threads(1))
+                        persistent_workers=True, worker_init_fn=lambda _: torch.set_num_threads(1),
+                        collate_fn=collate)
     images, t0 = 0, None
     while t0 is None or time.perf_counter() - t0 < a.seconds:
         for x, _ in loader:
@@ -79,7 +101,8 @@ def main():
                 break
     rate = images / (time.perf_counter() - t0)
     r = {"torch": torch.__version__, "torchvision": torchvision.__version__, "cpu": platform.processor(),
-         "workers": a.workers, "batch": a.batch, "image_size": a.image_size, "images_per_s": rate,
+         "workers": a.workers, "batch": a.batch, "image_size": a.image_size, "policy": a.policy,
+         "random_erase": a.random_erase, "mixup": a.mixup, "cutmix": a.cutmix, "images_per_s": rate,
          "images_per_s_per_worker": rate / a.workers}
     print(f"torchvision {torchvision.__version__} transforms.v2, {a.workers} worker(s): "
           f"{rate:.0f} images/s, {rate / a.workers:.0f} per worker")
