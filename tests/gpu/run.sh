@@ -105,7 +105,7 @@ fi
 VITKD_KEYS=$(tail -n +2 "$keys_file")
 if ! grep -qx run.device <<< "$VITKD_KEYS"; then
   rm -f "$keys_file"
-  why=$("$VITKD" keys 2>&1 | grep -m1 -iE 'error|not found|could not|cannot' || "$VITKD" keys 2>&1 | tail -1)
+  why=$("$VITKD" keys 2>&1 | grep -m1 -E 'plm_rsh_agent:|error while loading|ORTE_ERROR_LOG|[Ee]rror' || "$VITKD" keys 2>&1 | tail -1)
   emit fail "vitkd cannot start or lists no run.device (vitkd keys: ${why:0:240})"; finish 1
 fi
 NEEDS_GPU=1
