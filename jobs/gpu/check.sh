@@ -127,10 +127,33 @@ finish() {
 
 # ---- 1. the versions that decide whether the binaries fit ------------------------
 NVCC_BIN=$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")
-NVCC_BIN=$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")
-log "versions: $($PYTHON -c 'import torch
-nccl = ".".join(map(str, torch.cuda.nccl.version())) if hasattr(torch.cuda, "nccl") else "?"
-print(f"torch {torch.__version__} (CUDA {torch.version.cuda}, NCCL {nccl}, C++ ABI {int(torch.compiled_with_cxx11_abi())})")' 2>/dev/null || echo "torch not importable with $PYTHON"); nvcc $("$NVCC_BIN" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'); $(c++ --version 2>/dev/null | head -1); $(ldd --version 2>&1 | head -1)"
+# One Python start (torch's import costs seconds): the details into
+# python.txt, the one-line summary on stdout.
+PYVER=$("$PYTHON" - "$WORK/python.txt" <<'PY' 2>/dev/null
+import importlib, sys
+lines, line = [], None
+for m in ("torch", "timm", "numpy", "h5py"):
+    try:
+        mod = importlib.import_module(m)
+        lines.append(f"{m} {getattr(mod, '__version__', '?')}")
+    except Exception as e:  # noqa: BLE001
+        lines.append(f"{m}: not importable ({e.__class__.__name__}: {e})")
+try:
+    import torch
+    nccl = ".".join(map(str, torch.cuda.nccl.version())) if hasattr(torch.cuda, "nccl") else "?"
+    line = f"torch {torch.__version__} (CUDA {torch.version.cuda}, NCCL {nccl}, C++ ABI {int(torch.compiled_with_cxx11_abi())})"
+    lines.append(f"torch.cuda.is_available {torch.cuda.is_available()} cuda {torch.version.cuda}")
+    if torch.cuda.is_available():
+        lines.append(f"device 0: {torch.cuda.get_device_name(0)}")
+    lines.append(f"torch cmake prefix {torch.utils.cmake_prefix_path}")
+except Exception as e:  # noqa: BLE001
+    lines.append(f"torch details unavailable: {e}")
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+print(line or "torch not importable")
+PY
+)
+log "versions: ${PYVER:-$PYTHON failed}; nvcc $("$NVCC_BIN" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'); $(c++ --version 2>/dev/null | head -1); $(ldd --version 2>&1 | head -1)"
+meta versions "${PYVER:-$PYTHON failed}"
 {
   echo "date: $(date -u +%FT%TZ)"
   echo "mode: $([ "$DRY" = 1 ] && echo dry-run-cpu || echo gpu)"
@@ -142,22 +165,7 @@ print(f"torch {torch.__version__} (CUDA {torch.version.cuda}, NCCL {nccl}, C++ A
   echo "--- cmake: $(cmake --version 2>/dev/null | head -1), ninja: $(ninja --version 2>/dev/null), c++: $(c++ --version 2>/dev/null | head -1)"
   echo "--- nvcc"; (command -v nvcc && nvcc --version | tail -2) 2>&1
   echo "--- python: $(command -v "$PYTHON") $($PYTHON --version 2>&1)"
-  $PYTHON - <<'PY' 2>&1
-import importlib
-for m in ("torch", "numpy", "h5py"):
-    try:
-        mod = importlib.import_module(m)
-        print(f"{m} {getattr(mod, '__version__', '?')}")
-    except Exception as e:  # noqa: BLE001
-        print(f"{m}: not importable ({e.__class__.__name__}: {e})")
-try:
-    import torch
-    print("torch.cuda.is_available", torch.cuda.is_available(), "cuda", torch.version.cuda)
-    print("torch cxx11 abi", torch._C._GLIBCXX_USE_CXX11_ABI)
-    print("torch cmake prefix", torch.utils.cmake_prefix_path)
-except Exception as e:  # noqa: BLE001
-    print("torch details unavailable:", e)
-PY
+  cat "$WORK/python.txt" 2>/dev/null
 } > "$WORK/system.txt" 2>&1
 log "system: $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown OS}"), $(ldd --version 2>&1 | head -1), $(nproc --all) cores (details: $WORK/system.txt)"
 
@@ -194,10 +202,17 @@ else
 fi
 
 # ---- 4. every library found ---------------------------------------------------------------
+# Not only "not found": a library that is found but cannot be loaded (ld.so's
+# "error while loading shared libraries: ...: file too short", met in the
+# rehearsal) makes ldd fail without that phrase.
 : > "$WORK/ldd-vitkd.txt"
-for b in "$VITKD" "$H5CMP"; do { echo "--- $b"; ldd "$b" 2>&1; } >> "$WORK/ldd-vitkd.txt"; done
-if grep -q 'not found' "$WORK/ldd-vitkd.txt"; then
-  finish 2 "unresolved libraries: $(grep 'not found' "$WORK/ldd-vitkd.txt" | tr -s ' \t' ' ' | sort -u | tr '\n' ';')"
+LDD_OK=1
+for b in "$VITKD" "$H5CMP"; do
+  echo "--- $b" >> "$WORK/ldd-vitkd.txt"
+  ldd "$b" >> "$WORK/ldd-vitkd.txt" 2>&1 || LDD_OK=0
+done
+if [ "$LDD_OK" = 0 ] || grep -qE 'not found|error while loading' "$WORK/ldd-vitkd.txt"; then
+  finish 2 "unresolved libraries: $(grep -E 'not found|error while loading' "$WORK/ldd-vitkd.txt" | tr -s ' \t' ' ' | sort -u | tr '\n' ';')"
 fi
 HAVE_NCCL=0; grep -q 'libnccl' "$WORK/ldd-vitkd.txt" && HAVE_NCCL=1
 log "binaries: $VITKD ($(grep -cE 'libmpi|libhdf5|kokkos|toml' "$WORK/ldd-vitkd.txt") MPI/HDF5/Kokkos/toml++ and $(grep -cE 'libtorch_cuda|libc10_cuda|libcudart|libnccl' "$WORK/ldd-vitkd.txt") CUDA/NCCL libraries, none missing)"

@@ -25,7 +25,7 @@ def main():
     n = s["counts"]
     print(f"GPU check of {s['date'][:10]} ({s['mode']}{', GPU expected' if s.get('expect_gpu') else ''}): "
           f"{n['pass']} passed, {n['fail']} failed, {n['skip']} skipped in {s['seconds']} s of {s['budget_seconds']}.")
-    for k in ("host", "prebuilt", "build", "launcher", "no_gpu", "fatal"):
+    for k in ("host", "versions", "prebuilt", "build", "launcher", "no_gpu", "fatal"):
         if k in m:
             print(f"- {k}: {m[k].split(chr(9))[-1]}")
     print("\n| check | outcome | s | what it found |\n|---|---|---|---|")

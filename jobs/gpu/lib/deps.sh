@@ -183,12 +183,36 @@ log "deps: ${#linked[@]} carried libraries used as fallbacks: ${linked[*]:-none}
 
 # LibTorch of the Python torch (the GPU machine); Debian's system LibTorch
 # when that Python torch has no CMake package (the dry run here).
-TORCH_PREFIX=$($PYTHON -c 'import torch, os; p = torch.utils.cmake_prefix_path; print(p if os.path.isfile(os.path.join(p, "Torch", "TorchConfig.cmake")) else "")' 2>/dev/null)
-TORCH_LIB=""
+# One Python start for every fact about torch and the wheels (an import of
+# torch takes seconds of the device's budget).
+TORCH_PREFIX="" TORCH_LIB="" TORCH_ABI="" TORCH_VERSION="" NCCL_WHEEL="" CUDNN_WHEEL=""
+eval "$("$PYTHON" - <<'PY' 2>/dev/null
+import os, shlex
+def say(k, v):
+    print(f"{k}={shlex.quote(str(v))}")
+try:
+    import torch
+    p = torch.utils.cmake_prefix_path
+    say("TORCH_PREFIX", p if os.path.isfile(os.path.join(p, "Torch", "TorchConfig.cmake")) else "")
+    say("TORCH_LIB", os.path.join(os.path.dirname(torch.__file__), "lib"))
+    say("TORCH_ABI", int(torch._C._GLIBCXX_USE_CXX11_ABI))
+    say("TORCH_VERSION", torch.__version__)
+except Exception:
+    pass
+for name, key in (("nccl", "NCCL_WHEEL"), ("cudnn", "CUDNN_WHEEL")):
+    try:
+        mod = __import__("nvidia." + name, fromlist=["x"])
+        say(key, list(mod.__path__)[0])
+    except Exception:
+        import site
+        for d in site.getsitepackages():
+            if os.path.isdir(os.path.join(d, "nvidia", name)):
+                say(key, os.path.join(d, "nvidia", name))
+                break
+PY
+)"
 if [ -n "$TORCH_PREFIX" ]; then
-  TORCH_LIB=$($PYTHON -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-  TORCH_ABI=$($PYTHON -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
-  log "torch: $($PYTHON -c 'import torch; print(torch.__version__)') at $TORCH_PREFIX, _GLIBCXX_USE_CXX11_ABI=$TORCH_ABI"
+  log "torch: $TORCH_VERSION at $TORCH_PREFIX, _GLIBCXX_USE_CXX11_ABI=$TORCH_ABI"
   if [ "$TORCH_ABI" != 1 ]; then
     # toml++ and Kokkos from Debian are C++ libraries built with the new ABI
     # (std::__cxx11::basic_string in their interfaces); HDF5 and MPI are C.
@@ -202,11 +226,6 @@ fi
 # as libnccl.so.2 only; VitkdNccl.cmake looks for NCCL_ROOT/{include,lib}/
 # nccl.h and libnccl.so, so NCCL_ROOT is a scratch folder of links.
 NCCL_ROOT=""
-NCCL_WHEEL=$($PYTHON -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
-if [ -z "$NCCL_WHEEL" ]; then
-  NCCL_WHEEL=$($PYTHON -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null |
-               while read -r d; do [ -d "$d/nvidia/nccl" ] && echo "$d/nvidia/nccl" && break; done)
-fi
 if [ -n "$NCCL_WHEEL" ] && [ -f "$NCCL_WHEEL/include/nccl.h" ]; then
   NCCL_ROOT=$DEPS/nccl
   mkdir -p "$NCCL_ROOT/lib"
@@ -220,7 +239,6 @@ fi
 
 # cuDNN of the nvidia-cudnn wheel, as hints for the Torch package's CUDA
 # set-up (it looks for cuDNN when torch was built with it).
-CUDNN_WHEEL=$($PYTHON -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)
 if [ -n "$CUDNN_WHEEL" ] && [ -d "$CUDNN_WHEEL/include" ]; then
   export CUDNN_ROOT=$CUDNN_WHEEL CUDNN_ROOT_DIR=$CUDNN_WHEEL CUDNN_INCLUDE_PATH=$CUDNN_WHEEL/include
   export CUDNN_INCLUDE_DIR=$CUDNN_WHEEL/include CUDNN_LIBRARY_PATH=$CUDNN_WHEEL/lib
