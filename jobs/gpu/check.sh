@@ -170,7 +170,7 @@ meta versions "${PYVER:-$PYTHON failed}"
 log "system: $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown OS}"), $(ldd --version 2>&1 | head -1), $(nproc --all) cores (details: $WORK/system.txt)"
 
 meta mode "$([ "$DRY" = 1 ] && echo dry-run-cpu || echo gpu)"
-meta host "$(hostname) $(nproc --all) cores, $(ldd --version 2>&1 | head -1)"
+meta host "$(uname -n) $(nproc --all) cores, $(ldd --version 2>&1 | head -1)"
 if [ "$EXPECT" = 1 ] && [ "$DRY" != 1 ] && ! compgen -G '/dev/nvidia[0-9]*' > /dev/null; then
   log "FAIL: VITKD_EXPECT_GPU=1, but no GPU is visible here (no /dev/nvidia* device): every GPU check will fail as not run"
   meta no_gpu "VITKD_EXPECT_GPU=1, but no /dev/nvidia* device"

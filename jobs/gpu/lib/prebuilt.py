@@ -77,6 +77,8 @@ def machine_libstdcxx():
 
 
 def record(a):
+    if torch_info()["cuda"] is None:
+        sys.exit(f"prebuilt.py record: {sys.executable} has no CUDA torch; run it with the torch the binaries were built against")
     dest = os.path.join(a.carry, "prebuilt")
     os.makedirs(dest, exist_ok=True)
     bins = {"vitkd": os.path.join(a.build, "vitkd"), "vitkd_h5cmp": os.path.join(a.build, "tests/gpu/vitkd_h5cmp")}
@@ -90,7 +92,10 @@ def record(a):
     # what they need is recorded but not required.
     glibc, glibcxx = needed_versions([os.path.join(dest, n) for n in bins] + libs("primary"))
     support_glibc, _ = needed_versions(libs("support"))
+    newer = {os.path.basename(f): v for f in libs("support")
+             for v in [needed_versions([f])[0]] if v and glibc and vkey(v) > vkey(glibc)}
     info = dict(torch_info(), glibc_needed=glibc, glibcxx_needed=glibcxx, support_glibc_needed=support_glibc,
+                support_needing_newer_glibc=newer,
                 source=source_hash(a.root),
                 built=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), build_dir=os.path.abspath(a.build),
                 built_on=os.confstr("CS_GNU_LIBC_VERSION"))
@@ -121,10 +126,15 @@ def match(a):
     src = source_hash(a.root)
     if src != want["source"]:
         why.append(f"the source changed since the prebuild ({want['source']} -> {src})")
+    warn = ""
+    if want.get("support_glibc_needed") and vkey(glibc) < vkey(want["support_glibc_needed"]):
+        names = ", ".join(f"{k} {v}" for k, v in sorted(want.get("support_needing_newer_glibc", {}).items()))
+        warn = (f" (warning: carried support libraries need a newer glibc ({names or want['support_glibc_needed']}): "
+                "this machine must have its own copies of them)")
     if why:
-        print(f"build\tprebuilt for {built}; this machine has {here}: {', '.join(why)}: building here")
+        print(f"build\tprebuilt for {built}; this machine has {here}: {', '.join(why)}: building here{warn}")
     else:
-        print(f"use\tprebuilt for {built}; this machine has {here}: using the prebuilt binaries")
+        print(f"use\tprebuilt for {built}; this machine has {here}: using the prebuilt binaries{warn}")
     return 0
 
 
