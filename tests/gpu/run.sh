@@ -31,6 +31,12 @@
 #   VITKD_GPU_DRY_RUN=1 the CPU for cuda (few steps; CUDA-only checks skip)
 #   VITKD_GPU_STEPS     training steps of c-f (default 20, dry run 6)
 #   VITKD_GPU_PYTHON    the Python of the PyTorch baseline (default PYTHON)
+#   VITKD_EXPECT_GPU=1  a GPU is expected here (jobs/gpu/check.sh on a lent GPU
+#                       machine sets it): every skip, for whatever reason (no
+#                       GPU, a feature missing, the budget), is a fail whose
+#                       reason begins "did not run:", exit 1
+# Checks named a_launch* need no GPU: they run on any machine (the CPU
+# start-up, MPI launch and one training step of the carried build).
 set -uo pipefail
 if [ $# -ne 4 ]; then echo "usage: run.sh NAME LIMIT_S ORDER WORKDIR" >&2; exit 2; fi
 NAME=$1 LIMIT=$2 ORDER=$3 WORK=$4
@@ -57,12 +63,16 @@ declare -F "check_$NAME" > /dev/null || { echo "gpu.$NAME: no check_$NAME in $HE
 
 # finish RC: completes the fragment, prints it in one line, exits with the
 # fragment's status (0 pass, 77 skip, 1 fail).
+EXPECT=0
+case "${VITKD_EXPECT_GPU:-0}" in 1|ON|on|yes|true) EXPECT=1 ;; esac
 finish() {
   local rc=$1 line
-  line=$("$PYTHON" - "$FRAG" "$(($(date +%s) - START))" "$rc" "$ORDER" "$LIMIT" <<'PY'
+  line=$("$PYTHON" - "$FRAG" "$(($(date +%s) - START))" "$rc" "$ORDER" "$LIMIT" "$EXPECT" <<'PY'
 import json, sys
-p, seconds, rc, order, limit = sys.argv[1], *map(int, sys.argv[2:])
+p, seconds, rc, order, limit, expect = sys.argv[1], *map(int, sys.argv[2:])
 d = json.load(open(p))
+if expect and d["status"] == "skip":  # no false greens where a GPU is expected
+    d.update(status="fail", reason="did not run: " + d["reason"] + " (VITKD_EXPECT_GPU=1)")
 d.update(seconds=seconds, exit=rc, order=order, limit=limit)
 json.dump(d, open(p, "w"))
 print(d["status"] + "\t" + d["reason"])
@@ -74,6 +84,7 @@ PY
 # skip_now REASON: the fragment and the line in one Python start (the CPU
 # suite runs every gpu.* test only to see it skip).
 skip_now() {
+  if [ "$EXPECT" = 1 ]; then emit skip "$1"; finish 1; fi
   "$PYTHON" -c 'import json, sys
 p, n, r, o, l, s = sys.argv[1:]
 json.dump({"name": n, "status": "skip", "reason": r, "numbers": {}, "seconds": int(s), "exit": 77,
@@ -84,7 +95,22 @@ json.dump({"name": n, "status": "skip", "reason": r, "numbers": {}, "seconds": i
 
 # ---- 1. a CUDA GPU, as the built vitkd sees it -------------------------------
 [ -x "$VITKD" ] || { emit fail "no vitkd at $VITKD"; finish 1; }
-if [ "$DRY" != 1 ]; then
+# A vitkd that cannot list its keys is broken, not lacking a feature: every
+# "feature missing" skip below would otherwise hide it.
+# Kept in WORKDIR/keys.txt for this binary (one vitkd start per run, not per check).
+keys_file=$WORK/keys.txt key="$(stat -c '%n %Y %s' "$VITKD")"
+if [ ! -s "$keys_file" ] || [ "$(head -1 "$keys_file")" != "$key" ]; then
+  { echo "$key"; "$VITKD" keys 2>/dev/null | awk '{print $1}'; } > "$keys_file"
+fi
+VITKD_KEYS=$(tail -n +2 "$keys_file")
+if ! grep -qx run.device <<< "$VITKD_KEYS"; then
+  rm -f "$keys_file"
+  why=$("$VITKD" keys 2>&1 | grep -m1 -E 'plm_rsh_agent:|error while loading|ORTE_ERROR_LOG|[Ee]rror' || "$VITKD" keys 2>&1 | tail -1)
+  emit fail "vitkd cannot start or lists no run.device (vitkd keys: ${why:0:240})"; finish 1
+fi
+NEEDS_GPU=1
+case "$NAME" in a_launch*) NEEDS_GPU=0 ;; esac
+if [ "$DRY" != 1 ] && [ "$NEEDS_GPU" = 1 ]; then
   if ! compgen -G '/dev/nvidia[0-9]*' > /dev/null; then
     skip_now "no CUDA GPU visible (no /dev/nvidia* device; VITKD_GPU_DRY_RUN=1 runs the checks on the CPU)"
   fi
@@ -114,7 +140,6 @@ if [ -n "${VITKD_GPU_DEADLINE:-}" ]; then
 fi
 
 # ---- 3. the check, under its watchdog ---------------------------------------------
-VITKD_KEYS=$("$VITKD" keys 2>/dev/null | awk '{print $1}')
 MPI_BIND=""   # threads of two ranks on all cores
 if [ -n "$MPIEXEC" ]; then
   case "$("$MPIEXEC" --version 2>&1)" in
@@ -123,7 +148,7 @@ if [ -n "$MPIEXEC" ]; then
   esac
 fi
 case "$NAME" in
-  a_*|b_*|h_*) DATA=${VITKD_GPU_DATA:-} ;;
+  a_info|a_bench_*|b_*|h_*|i_*|g_distill_*|g_vits16) DATA=${VITKD_GPU_DATA:-} ;;   # no 28x28 data needed
   *)
     DATA=${VITKD_GPU_DATA:-}
     [ -z "$DATA" ] && [ -s "$ROOT/data/fmnist.h5" ] && DATA=$ROOT/data/fmnist.h5

@@ -1,0 +1,109 @@
+"""timm's side of the GPU check's throughput (tests/gpu/checks_perf.sh): the
+training step vitkd runs, written with timm's models in plain PyTorch, timed
+on one device. Not a test: it checks nothing about vitkd.
+
+    python benchmarks/timm_step.py --mode distill --device cuda --out timm.json
+    python benchmarks/timm_step.py --mode student --device cuda --compile --out c.json
+
+--mode distill: a ViT-B/16 teacher (eval, no gradient) and a ViT-S/16 student
+(timm's vit_base_patch16_224 and vit_small_patch16_224, random weights), the
+loss of vitkd's distill.kind = "soft" (alpha x cross-entropy + (1 - alpha) x
+T^2 x KL of the temperature-T softmaxes; T = 4, alpha = 0.5 as
+inputs/fmnist-distill.toml); --mode student: the student alone, cross-entropy.
+Both: bf16 autocast (fp32 master weights), AdamW (lr 1e-3, weight decay
+0.05; fused on CUDA), gradient clipping at 1.0. The batches are random
+tensors already on the device: no loader, no files (vitkd reads its HDF5
+file while it trains). --compile wraps both models in torch.compile; the
+first step's time (the compilation) is reported apart.
+
+Writes JSON: images_per_second (after --warmup steps, over --steps steps),
+first_step_seconds, and the versions; exit 0.
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mode", choices=("distill", "student"), default="distill")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--teacher", default="vit_base_patch16_224")
+    p.add_argument("--student", default="vit_small_patch16_224")
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--classes", type=int, default=1000)
+    p.add_argument("--depth", type=int, default=12, help="blocks of both models (the dry run uses fewer)")
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--temperature", type=float, default=4.0)
+    p.add_argument("--alpha", type=float, default=0.5)
+    p.add_argument("--compile", action="store_true")
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    import timm  # the device's timm; imported here so that --help works without it
+
+    dev = torch.device(a.device)
+    torch.manual_seed(0)
+    kw = dict(pretrained=False, num_classes=a.classes, img_size=a.image_size, depth=a.depth)
+    student = timm.create_model(a.student, **kw).to(dev).train()
+    teacher = None
+    if a.mode == "distill":
+        teacher = timm.create_model(a.teacher, **kw).to(dev).eval().requires_grad_(False)
+    fused = dev.type == "cuda"
+    opt = torch.optim.AdamW(student.parameters(), lr=1e-3, weight_decay=0.05, fused=fused)
+    s_fwd, t_fwd = student, teacher
+    if a.compile:
+        s_fwd = torch.compile(student)
+        t_fwd = torch.compile(teacher) if teacher is not None else None
+    x = torch.randn(a.batch, 3, a.image_size, a.image_size, device=dev)
+    y = torch.randint(0, a.classes, (a.batch,), device=dev)
+    T = a.temperature
+
+    def step():
+        with torch.autocast(dev.type, dtype=torch.bfloat16):
+            logits = s_fwd(x)
+            loss = F.cross_entropy(logits, y)
+            if t_fwd is not None:
+                with torch.no_grad():
+                    t = t_fwd(x)
+                kl = F.kl_div(F.log_softmax(logits.float() / T, -1), F.softmax(t.float() / T, -1),
+                              reduction="batchmean")
+                loss = a.alpha * loss + (1 - a.alpha) * T * T * kl
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    t0 = time.perf_counter()
+    step()
+    sync()
+    first = time.perf_counter() - t0
+    for _ in range(a.warmup):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        step()
+    sync()
+    dt = time.perf_counter() - t0
+    out = {"images_per_second": a.steps * a.batch / dt, "seconds": dt, "first_step_seconds": first,
+           "mode": a.mode, "compile": a.compile, "batch": a.batch, "steps": a.steps, "warmup": a.warmup,
+           "image_size": a.image_size, "depth": a.depth, "torch": torch.__version__, "timm": timm.__version__,
+           "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(out, f)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
