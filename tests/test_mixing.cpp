@@ -221,7 +221,9 @@ TEST(Mixing, MixedImagesAndLabelsAreTheirDefinition) {
     }
     EXPECT_GT(kinds[1], 10);  // both kinds occur
     EXPECT_GT(kinds[2], 10);
-    if (erase > 0) EXPECT_GT(erased, 10);
+    if (erase > 0) {
+      EXPECT_GT(erased, 10);
+    }
   }
 }
 

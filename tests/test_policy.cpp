@@ -95,7 +95,9 @@ TEST(Policy, DrawsAreUniformAndKeyed) {
       ++signed_ops;
       negative += p.magnitude < 0;
     }
-    if (p.op == PolicyOpKind::Posterize) EXPECT_TRUE(p.magnitude >= 2 && p.magnitude <= 8);
+    if (p.op == PolicyOpKind::Posterize) {
+      EXPECT_TRUE(p.magnitude >= 2 && p.magnitude <= 8);
+    }
   }
   for (int k = 0; k < kPolicyOps; ++k) EXPECT_NEAR(count[k], n / kPolicyOps, 150) << policy_op_name(PolicyOpKind(k));
   EXPECT_NEAR(double(negative) / signed_ops, 0.5, 0.04);
