@@ -12,6 +12,8 @@
 #   ranks_train_on_the_same_views  1 rank and NP ranks: the same weights (fp32, rtol 1e-5),
 #                                  so the same samples, views, erased boxes and mixing partners
 #   resume_is_bit_exact            preempted at step 7 and resumed: the weights of one run
+#   loader_threads_train_alike     2 loader threads per rank transforming ahead and the
+#                                  transform on the compute thread: the same weights, bitwise
 #   evaluation_is_the_centre_crop  `vitkd export` at 224 from a 256 store; the teacher learnt
 #                                  the photos (test top-1 >= 0.9), and its test top-1 is the
 #                                  PyTorch model's (the exported vitkd_model.py) on the centred
@@ -20,7 +22,7 @@
 #   e2e_photos.sh --list | CASE NP ROOT    (tests/lib/common.sh)
 source "$(dirname "$0")/lib/common.sh"
 CASES=(setup cached_views_equal_live:setup ranks_train_on_the_same_views:setup resume_is_bit_exact:setup
-       evaluation_is_the_centre_crop:setup)
+       evaluation_is_the_centre_crop:setup loader_threads_train_alike:setup)
 
 SETUP=${3-}/setup
 export MPI_TIMEOUT=300
@@ -124,6 +126,16 @@ case_resume_is_bit_exact() {
   LOG=cut2.log expect 0 vk "$NP" train cut.toml
   grep -q "resume: from cut/checkpoint.h5" cut2.log || { cat cut2.log; fail "did not resume"; }
   cmp_ckpt full/checkpoint.h5 cut/checkpoint.h5 --exact --groups model
+}
+
+case_loader_threads_train_alike() {
+  photo_config inline.toml "$NP" "${ALL[@]}" train.max_steps=8 data.loader_threads=0 'run.out_dir="inline"'
+  photo_config ahead.toml "$NP" "${ALL[@]}" train.max_steps=8 data.loader_threads=2 'run.out_dir="ahead"'
+  LOG=inline.log expect 0 vk "$NP" train inline.toml
+  LOG=ahead.log expect 0 vk "$NP" train ahead.toml
+  grep -q "loader: 2 thread(s) per rank read and transform" ahead.log || { cat ahead.log; fail "no loader threads"; }
+  grep -q "loader: the transform runs on the compute thread" inline.log || { cat inline.log; fail "loader threads"; }
+  cmp_ckpt inline/checkpoint.h5 ahead/checkpoint.h5 --exact --groups model
 }
 
 case_evaluation_is_the_centre_crop() {

@@ -12,6 +12,7 @@
 #include "data/dataset.hpp"
 #include "data/image_folder.hpp"
 #include "data/loader.hpp"
+#include "data/tensors.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
 
@@ -215,6 +216,70 @@ TEST(Loader, EverySampleOncePerEpochSingleRank) {
     }
     EXPECT_EQ(seen.size(), 50u);
     for (int64_t i = 0; i < 50; ++i) EXPECT_EQ(seen.count(i), 1u);
+  }
+  std::remove(p.c_str());
+}
+
+// Loader threads that read and transform ahead (data.loader_threads) hand
+// the batches out in step order, each with the samples and the transformed
+// input the single reading thread and the compute thread's transform give,
+// bit for bit, with mixing on; and restarting an epoch mid-way drops the
+// batches read ahead for the old one.
+TEST(Loader, LoaderThreadsGiveTheSameBatchesInOrder) {
+  const test::TempDir tmp;
+  const std::string p = tmp / "lt.h5";
+  DatasetSplit tr, te;
+  small_split(tr, 70, 8 * 8 * 3, 3);
+  small_split(te, 5, 8 * 8 * 3, 3);
+  write_dataset(p, tr, te, 8, 8, 3, {"a", "b", "c"});
+  DatasetMeta m = validate_dataset(p);
+  AugmentSpec aug;
+  aug.enabled = true;
+  aug.crop = CropKind::RandomResized;
+  aug.out = 6;
+  aug.seed = 9;
+  aug.trivial_augment = true;
+  aug.erase_prob = 0.5;
+  aug.mix.mixup_alpha = 0.8;
+  aug.mix.cutmix_alpha = 1.0;
+  {  // the loaders end (their threads joined) before the file goes
+  LoaderOptions o;
+  o.batch_size = 6;
+  o.prefetch = 3;
+  o.seed = 9;
+  o.mix = true;
+  o.mix_seed = 9;
+  Loader plain(m, o);
+  o.transform = [&](Batch& b) { transform_on_loader_thread(b, m, aug); };
+  o.threads = 3;
+  Loader ahead(m, o);
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    plain.begin_epoch(epoch);
+    ahead.begin_epoch(epoch);
+    int64_t steps = 0;
+    while (auto a = plain.next()) {
+      auto b = ahead.next();
+      ASSERT_TRUE(b.has_value());
+      EXPECT_EQ(b->step, a->step);
+      EXPECT_EQ(b->indices, a->indices);
+      EXPECT_EQ(b->partner_indices, a->partner_indices);
+      ASSERT_TRUE(b->transformed);
+      transform_on_loader_thread(*a, m, aug);  // here, on this thread
+      EXPECT_EQ(b->x, a->x) << "step " << a->step;
+      EXPECT_EQ(b->y_soft, a->y_soft);
+      ++steps;
+    }
+    EXPECT_FALSE(ahead.next().has_value());
+    EXPECT_EQ(steps, plain.steps_per_epoch());
+  }
+  // Restart epoch 1 at step 2 after one batch: the next batch is step 2 of epoch 1.
+  ahead.begin_epoch(0);
+  ASSERT_TRUE(ahead.next().has_value());
+  ahead.begin_epoch(1, 2);
+  auto b = ahead.next();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->epoch, 1);
+  EXPECT_EQ(b->step, 2);
   }
   std::remove(p.c_str());
 }

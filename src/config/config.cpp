@@ -407,6 +407,9 @@ void validate_config(const Config& c, const std::string& origin) {
   one_of("data.policy", c.data_policy, {"none", "trivial_augment"});
   validate_views(c, bad);
   if (c.data_prefetch < 1) bad("data.prefetch", "must be at least 1");
+  if (c.data_loader_threads < -1 || c.data_loader_threads > 256)
+    bad("data.loader_threads", "must be -1 (automatic), 0 (the transform on the compute thread) or a thread count "
+                               "up to 256, got " + std::to_string(c.data_loader_threads));
   one_of("data.io", c.data_io, {"serial", "mpio"});
   if (c.model_image_size < 1) bad("model.image_size", "must be at least 1");
   if (c.model_channels < 1) bad("model.channels", "must be at least 1");

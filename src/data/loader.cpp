@@ -148,16 +148,18 @@ Loader::Loader(const DatasetMeta& meta, const LoaderOptions& opt) : meta_(meta),
     if (VK_CHECK(H5, H5Pget_driver(fapl)) == H5FD_MPIO) io_mode_ = "mpio";
     return;
   }
-  thread_ = std::thread([this] {
-    // An exception cannot cross the thread boundary: report it on the one error path.
-    try {
-      run();
-    } catch (const UserError& e) {
-      die(kExitUser, e.what());
-    } catch (const std::exception& e) {
-      die(kExitRuntime, std::string("data loader: ") + e.what());
-    }
-  });
+  const int n_threads = opt_.transform ? std::max(1, opt_.threads) : 1;
+  for (int t = 0; t < n_threads; ++t)
+    threads_.emplace_back([this] {
+      // An exception cannot cross the thread boundary: report it on the one error path.
+      try {
+        run();
+      } catch (const UserError& e) {
+        die(kExitUser, e.what());
+      } catch (const std::exception& e) {
+        die(kExitRuntime, std::string("data loader: ") + e.what());
+      }
+    });
 }
 
 Loader::~Loader() {
@@ -179,21 +181,17 @@ Loader::~Loader() {
     quit_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  for (std::thread& t : threads_)
+    if (t.joinable()) t.join();
 }
 
 void Loader::begin_epoch(int64_t epoch, int64_t first_step) {
   std::lock_guard<std::mutex> l(mu_);
-  if (opt_.mpio) {  // read on demand by next()
-    epoch_ = epoch;
-    next_step_ = first_step;
-    return;
-  }
-  queue_.clear();
   epoch_ = epoch;
   next_step_ = first_step;
-  producing_ = true;
-  epoch_done_ = false;
+  want_step_ = first_step;
+  if (opt_.mpio) return;  // read on demand by next()
+  ready_.clear();
   ++generation_;
   cv_.notify_all();
 }
@@ -201,33 +199,40 @@ void Loader::begin_epoch(int64_t epoch, int64_t first_step) {
 std::optional<Batch> Loader::next() {
   if (opt_.mpio) {
     if (next_step_ >= steps_) return std::nullopt;
-    return read_batch(mpio_images_, mpio_labels_, epoch_, next_step_++);
+    Batch b = read_batch(mpio_images_, mpio_labels_, epoch_, next_step_++);
+    if (opt_.transform) opt_.transform(b);
+    return b;
   }
   std::unique_lock<std::mutex> l(mu_);
-  cv_.wait(l, [&] { return !queue_.empty() || epoch_done_; });
-  if (queue_.empty()) return std::nullopt;
-  Batch b = std::move(queue_.front());
-  queue_.pop_front();
-  if (queue_.empty() && !producing_) epoch_done_ = true;
+  if (want_step_ >= steps_) return std::nullopt;
+  cv_.wait(l, [&] { return ready_.count(want_step_) > 0; });
+  Batch b = std::move(ready_.at(want_step_));
+  ready_.erase(want_step_++);
   cv_.notify_all();
   return b;
 }
 
 Batch Loader::read_batch(hid_t images, hid_t labels, int64_t epoch, int64_t step) {
-  if (perm_epoch_ != epoch) {
-    perm_ = epoch_permutation(n_, opt_.seed, epoch, opt_.shuffle);
-    perm_epoch_ = epoch;
-  }
   Batch b;
   b.epoch = epoch;
   b.step = step;
-  b.indices = rank_slice(perm_, step, opt_.batch_size * opt_.world, opt_.rank, opt_.world, &b.global_size);
+  {
+    std::lock_guard<std::mutex> l(perm_mu_);  // the loader threads share one permutation
+    if (perm_epoch_ != epoch) {
+      perm_ = epoch_permutation(n_, opt_.seed, epoch, opt_.shuffle);
+      perm_epoch_ = epoch;
+    }
+    b.indices = rank_slice(perm_, step, opt_.batch_size * opt_.world, opt_.rank, opt_.world, &b.global_size);
+  }
   b.pixels.resize(b.indices.size() * row_elems_);
   b.labels.resize(b.indices.size());
   H5Lock lock(h5_mutex());
   h5_read_rows(images, b.indices, row_elems_, b.pixels.data());
   h5_read_rows(labels, b.indices, 1, b.labels.data());
-  if (pairing_) read_partners(images, labels, *pairing_, row_elems_, b);
+  if (pairing_) {
+    std::lock_guard<std::mutex> l(perm_mu_);  // the pairing's permutation is shared too
+    read_partners(images, labels, *pairing_, row_elems_, b);
+  }
   return b;
 }
 
@@ -242,26 +247,21 @@ void Loader::run() {
   for (;;) {
     int64_t epoch, step, gen;
     {
+      // Claim the next step while fewer than `prefetch` batches are ahead of next().
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [&] {
-        return quit_ || (producing_ && static_cast<int64_t>(queue_.size()) < opt_.prefetch);
+        return quit_ || (next_step_ < steps_ && next_step_ - want_step_ < opt_.prefetch);
       });
       if (quit_) break;
       epoch = epoch_;
-      step = next_step_;
+      step = next_step_++;
       gen = generation_;
-      if (step >= steps_) {
-        producing_ = false;
-        if (queue_.empty()) epoch_done_ = true;
-        cv_.notify_all();
-        continue;
-      }
     }
     Batch b = read_batch(images, labels, epoch, step);
+    if (opt_.transform) opt_.transform(b);
     std::lock_guard<std::mutex> l(mu_);
     if (gen != generation_) continue;  // the epoch was restarted meanwhile
-    queue_.push_back(std::move(b));
-    next_step_ = step + 1;
+    ready_.emplace(step, std::move(b));
     cv_.notify_all();
   }
   H5Lock lock(h5_mutex());

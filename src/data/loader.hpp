@@ -16,14 +16,19 @@
 // R samples. With drop_last the remainder is skipped instead (the skipped
 // samples differ every epoch because the permutation does).
 //
-// Reading. One background thread reads ahead up to `prefetch` batches into a
-// bounded queue. A rank's samples are sorted and read with one H5Dread of
-// coalesced hyperslabs. The thread only does I/O (it never computes), so it
-// does not compete with the compute threads for cores; normalization and
-// augmentation run on the main thread (data/transforms/transforms.hpp).
+// Reading. Background threads read ahead up to `prefetch` batches. A rank's
+// samples are sorted and read with one H5Dread of coalesced hyperslabs. With
+// LoaderOptions::transform unset, one thread does only I/O (it never
+// computes), so it does not compete with the compute threads for cores, and
+// the transform runs on the main thread (data/transforms/transforms.hpp).
+// With it set (data.loader_threads >= 1), `threads` threads each claim the
+// next global batch, read it (reads are serialized by the HDF5 lock) and
+// transform it, and next() hands the batches out in step order: the step
+// waits only when the loader is slower than the step.
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -63,6 +68,10 @@ struct Batch {
   std::vector<int32_t> partner_labels;
   std::vector<int64_t> partner_pos;
   std::vector<uint8_t> partner_pixels;
+  /// Filled by a loader thread (LoaderOptions::transform): the model's input
+  /// [n, C, S, S] and, with mixing, the mixed labels [n, K].
+  bool transformed = false;
+  std::vector<float> x, y_soft;
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
   /// The batch as the transforms read it (partners included when present).
   ImageBatch images(const DatasetMeta& m) const;
@@ -86,6 +95,11 @@ struct LoaderOptions {
   /// (MixPairing of mix_seed, the augmentation's seed), read with it.
   bool mix = false;
   uint64_t mix_seed = 0;
+  /// Runs on the loader threads after each read (Batch::x, y_soft,
+  /// transformed): the training transform, off the compute thread. Unset:
+  /// the loader only reads, on one thread.
+  std::function<void(Batch&)> transform;
+  int threads = 1;  ///< loader threads when `transform` is set (>= 1)
 };
 
 /// Reads the samples `indices` (any order) of `split` on the calling thread
@@ -134,12 +148,15 @@ class Loader {
   H5Obj mpio_file_, mpio_images_, mpio_labels_;  ///< data.io = "mpio" only
   std::string io_mode_ = "serial";
 
-  std::thread thread_;
-  std::mutex mu_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_, perm_mu_;
   std::condition_variable cv_;
-  std::deque<Batch> queue_;
-  int64_t epoch_ = -1, next_step_ = 0, generation_ = 0;
-  bool producing_ = false, epoch_done_ = true, quit_ = false;
+  std::map<int64_t, Batch> ready_;  ///< read (and transformed) batches by step
+  int64_t epoch_ = -1;
+  int64_t next_step_ = 0;           ///< the next step a thread claims
+  int64_t want_step_ = 0;           ///< the next step next() hands out
+  int64_t generation_ = 0;          ///< bumped by begin_epoch(): older batches are dropped
+  bool quit_ = false;
 };
 
 }  // namespace vitkd

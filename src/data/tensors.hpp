@@ -32,6 +32,11 @@ struct TrainInputs {
 TrainInputs train_inputs(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, const ViewParams* views,
                          const ViewParams* partner_views, bool pinned = false);
 
+/// The training transform of `b` into b.x / b.y_soft on a loader thread
+/// (LoaderOptions::transform; Kokkos::Serial); train_inputs() then copies
+/// them into the tensors.
+void transform_on_loader_thread(Batch& b, const DatasetMeta& m, const AugmentSpec& aug);
+
 /// Labels int64 [n] (`pinned` as for batch_input).
 torch::Tensor batch_labels(const Batch& b, bool pinned = false);
 

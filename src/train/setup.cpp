@@ -52,6 +52,22 @@ void prepare_out_dir(const std::string& dir) {
 // Compute threads per rank: train.threads, or the node's cores shared by its
 // ranks. More threads than a rank's share of cores only oversubscribes them.
 // Collective (hosts may differ, every rank must agree to fail).
+// Loader threads per rank (data.loader_threads): as set, or the rank's
+// cores beside its compute threads; 0 where the transform cannot leave the
+// compute thread (a teacher-view cache's views, MPI-IO reads on demand, a
+// Kokkos without its Serial space).
+int64_t loader_threads(const Config& c, const TrainPlan& plan, bool replaying_views, std::string* why) {
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t share = std::max<int64_t>(1, cores / std::max(1, world().local_size));
+  const int64_t want = c.data_loader_threads >= 0 ? c.data_loader_threads : std::max<int64_t>(0, share - plan.threads);
+  if (want == 0) return 0;
+  if (replaying_views) *why = "a teacher-view cache's views are replayed on the compute thread";
+  else if (c.data_io == "mpio") *why = "data.io = \"mpio\" reads on the compute thread";
+  else if (!transforms_can_run_on_loader_threads()) *why = "this Kokkos has no Serial space for loader threads";
+  else return want;
+  return 0;
+}
+
 int64_t compute_threads(const Config& c) {
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   const int64_t share = std::max<int64_t>(1, cores / std::max(1, world().local_size));
@@ -221,6 +237,41 @@ ModelSpec spec_from_config(const Config& c) {
   return s;
 }
 
+namespace {
+
+// The training and test loaders; the loader threads (data.loader_threads)
+// transform the training batches ahead of the step where they can.
+void make_loaders(const Config& cfg, TrainSetup& s) {
+  const World& w = world();
+  TrainPlan& plan = s.plan;
+  LoaderOptions lo;
+  lo.batch_size = cfg.data_batch_size;
+  lo.seed = static_cast<uint64_t>(cfg.run_seed);
+  lo.drop_last = cfg.data_drop_last;
+  lo.prefetch = cfg.data_prefetch;
+  lo.mpio = cfg.data_io == "mpio";
+  lo.rank = w.rank;
+  lo.world = w.size;
+  s.test = std::make_unique<Loader>(s.meta, test_loader_options(lo));
+  lo.mix = plan.augment.mixing();
+  lo.mix_seed = plan.augment.seed;  // a teacher-view cache's seed when the run replays one
+  std::string why;
+  plan.loader_threads = loader_threads(cfg, plan, s.views != nullptr, &why);
+  if (plan.loader_threads > 0) {
+    const DatasetMeta meta = s.meta;
+    const AugmentSpec aug = plan.augment;
+    lo.transform = [meta, aug](Batch& b) { transform_on_loader_thread(b, meta, aug); };
+    lo.threads = static_cast<int>(plan.loader_threads);
+    log0("loader: %lld thread(s) per rank read and transform the batches ahead of the step\n",
+         (long long)plan.loader_threads);
+  } else {
+    log0("loader: the transform runs on the compute thread%s%s\n", why.empty() ? "" : ": ", why.c_str());
+  }
+  s.train = std::make_unique<Loader>(s.meta, lo);
+}
+
+}  // namespace
+
 std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string& origin) {
   const World& w = world();
   auto out = std::make_unique<TrainSetup>();
@@ -287,18 +338,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   echo_model(cfg, s);
 
   // ---- data ------------------------------------------------------------------
-  LoaderOptions lo;
-  lo.batch_size = cfg.data_batch_size;
-  lo.seed = static_cast<uint64_t>(cfg.run_seed);
-  lo.drop_last = cfg.data_drop_last;
-  lo.prefetch = cfg.data_prefetch;
-  lo.mpio = cfg.data_io == "mpio";
-  lo.rank = w.rank;
-  lo.world = w.size;
-  s.test = std::make_unique<Loader>(s.meta, test_loader_options(lo));
-  lo.mix = plan.augment.mixing();
-  lo.mix_seed = plan.augment.seed;  // a teacher-view cache's seed when the run replays one
-  s.train = std::make_unique<Loader>(s.meta, lo);
+  make_loaders(cfg, s);
 
   // ---- schedule and the MFU ceiling --------------------------------------------
   plan_schedule(plan, cfg, s.meta.train_size, s.train->steps_per_epoch());

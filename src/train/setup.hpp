@@ -47,6 +47,7 @@ struct TrainPlan {
   double total_samples = 0;         ///< samples the schedule ends at (the lr schedule counts samples)
   double warmup_samples = 0;
   int64_t threads = 1;              ///< compute threads per rank
+  int64_t loader_threads = 0;       ///< threads transforming training batches ahead (0: on the compute thread)
   DistillSpec distill;
   AugmentSpec augment;
   DropPathSpec drop_path;           ///< the student's stochastic depth in training forwards (model.drop_path)

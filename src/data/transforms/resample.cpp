@@ -52,8 +52,7 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
       taps(v.left, v.width, ow, v.flip ? ow - 1 - o : o, x0(b, o), x1(b, o), lx(b, o));
   }
   const RenderPass pass = p;
-  Kokkos::parallel_for(
-      "Data::normalize_augment", Kokkos::RangePolicy<Host>(0, n), KOKKOS_LAMBDA(const int64_t b) {
+  auto body = KOKKOS_LAMBDA(const int64_t b) {
         const ViewParams v = views[b];
         const bool copy = v.height == oh && v.width == ow;
         const bool mirror = v.flip != 0;
@@ -90,8 +89,23 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
             for (int64_t ch = 0; ch < c; ++ch)
               dst(b, ch, y, x) = inside ? value(int64_t(ys), int64_t(xs), ch) : shift(ch);
           }
-      });
+      };
+#ifdef KOKKOS_ENABLE_SERIAL
+  if (p.serial) {  // a loader thread: Kokkos' parallel host space belongs to the compute threads
+    Kokkos::parallel_for("Data::normalize_augment", Kokkos::RangePolicy<Kokkos::Serial>(0, n), body);
+    return;
+  }
+#endif
+  Kokkos::parallel_for("Data::normalize_augment", Kokkos::RangePolicy<Host>(0, n), body);
   Kokkos::fence();
+}
+
+bool transforms_can_run_on_loader_threads() {
+#ifdef KOKKOS_ENABLE_SERIAL
+  return true;
+#else
+  return false;
+#endif
 }
 
 void mix_image(const MixParams& m, float* own, const float* other, int64_t c, int64_t s) {

@@ -52,9 +52,10 @@ namespace {
 // the policy's colour op, erased. Into `out` [n, C, S, S].
 void render_samples(const AugmentSpec& aug, int64_t epoch, const uint8_t* pixels, const ViewParams* views,
                     const int64_t* indices, int64_t n, int64_t h, int64_t w, int64_t c, const std::vector<double>& mean,
-                    const std::vector<double>& std, float* out) {
+                    const std::vector<double>& std, bool serial, float* out) {
   const int64_t s = output_side(aug, h);
   RenderPass pass;
+  pass.serial = serial;
   pass.pixels = pixels;
   pass.views = views;
   std::vector<PolicyOp> ops;
@@ -96,7 +97,7 @@ void transform_batch(const ImageBatch& b, const AugmentSpec& aug, const std::vec
     view_params(aug, b.epoch, b.indices, n, b.h, b.w, own.data());
     views = own.data();
   }
-  render_samples(aug, b.epoch, b.pixels, views, b.indices, n, b.h, b.w, b.c, mean, std, x);
+  render_samples(aug, b.epoch, b.pixels, views, b.indices, n, b.h, b.w, b.c, mean, std, b.serial, x);
   if (!aug.mixing()) return;
   if (!b.partner_indices || !b.partner_labels || !b.partner_pos || !y_soft)
     throw RuntimeError("transform_batch: mixing needs the partners' indices, labels and positions");
@@ -123,7 +124,8 @@ void transform_batch(const ImageBatch& b, const AugmentSpec& aug, const std::vec
     }
     const int64_t image = b.c * s * s;
     std::vector<float> other(static_cast<size_t>(m * image));
-    render_samples(aug, b.epoch, b.partner_pixels, pv.data(), pidx.data(), m, b.h, b.w, b.c, mean, std, other.data());
+    render_samples(aug, b.epoch, b.partner_pixels, pv.data(), pidx.data(), m, b.h, b.w, b.c, mean, std, b.serial,
+                   other.data());
     for (int64_t j = 0; j < m; ++j) mix_image(mix[rows[j]], x + rows[j] * image, other.data() + j * image, b.c, s);
   }
   std::fill(y_soft, y_soft + n * classes, 0.0f);

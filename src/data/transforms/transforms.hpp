@@ -248,6 +248,7 @@ struct ImageBatch {
   /// [m, H, W, C] the pixels of the m partners not in the batch, in the
   /// order of their samples
   const uint8_t* partner_pixels = nullptr;
+  bool serial = false;  ///< called on a loader thread (RenderPass::serial)
 };
 
 /// The whole training transform of a batch: each sample's view (from `views`
@@ -278,7 +279,11 @@ struct RenderPass {
   const ViewParams* views = nullptr;
   const float* affine = nullptr;       ///< [n, 6] or null
   const uint8_t* geometric = nullptr;  ///< [n] 1: apply affine[b]; null: none
+  bool serial = false;                 ///< on Kokkos::Serial (a loader thread), not the default host space
 };
+/// Whether loader threads can run the transforms: Kokkos has its Serial
+/// space (the default host space may be the compute threads' OpenMP).
+bool transforms_can_run_on_loader_threads();
 void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t c, const std::vector<double>& mean,
                   const std::vector<double>& std, int64_t s, float* out);
 
