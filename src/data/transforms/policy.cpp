@@ -121,25 +121,34 @@ void apply_colour_op(const PolicyOp& op, int64_t c, int64_t s, const std::vector
                      const std::vector<double>& std, float* view) {
   if (op.op == PolicyOpKind::Identity || is_geometric(op.op)) return;
   const int64_t plane = s * s;
-  // The view as torchvision's resize leaves it: uint8, rounded.
-  std::vector<uint8_t> q(static_cast<size_t>(c * plane));
+  // The view as torchvision's resize leaves it: uint8, rounded. (Buffers kept
+  // per thread: a fresh 600 KB vector per view is an mmap and its page faults.)
+  thread_local std::vector<uint8_t> q;
+  thread_local std::vector<float> out;
+  q.resize(static_cast<size_t>(c * plane));
   std::vector<float> scale(c), shift(c);
   for (int64_t ch = 0; ch < c; ++ch) {
     scale[ch] = static_cast<float>(1.0 / (255.0 * std[ch]));
     shift[ch] = static_cast<float>(-mean[ch] / std[ch]);
-    const double to_grey = 255.0 * std[ch], offset = 255.0 * mean[ch];
-    for (int64_t i = 0; i < plane; ++i)
-      q[ch * plane + i] = static_cast<uint8_t>(std::clamp(std::nearbyint(view[ch * plane + i] * to_grey + offset), 0.0, 255.0));
+    const float to_grey = static_cast<float>(255.0 * std[ch]), offset = static_cast<float>(255.0 * mean[ch]);
+    const float* v = view + ch * plane;
+    uint8_t* o = q.data() + ch * plane;
+    for (int64_t i = 0; i < plane; ++i) {
+      // Round half to even (adding and taking away 2^23 in float), clamped.
+      const float g = std::clamp(v[i] * to_grey + offset, 0.0f, 255.0f);
+      o[i] = static_cast<uint8_t>((g + 8388608.0f) - 8388608.0f);
+    }
   }
   const float f = 1.0f + op.magnitude;
   // _blend(image, other, f) on uint8: f * image + (1 - f) * other, clamped, truncated.
+  // (Truncation of values >= 0 by an integer cast: std::trunc may be a libm call.)
   auto blend = [&](float v, float other) {
-    return std::trunc(std::clamp(f * v + (1.0f - f) * other, 0.0f, 255.0f));
+    return float(int(std::clamp(f * v + (1.0f - f) * other, 0.0f, 255.0f)));
   };
-  std::vector<float> out(q.begin(), q.end());
+  out.assign(q.begin(), q.end());
   // torchvision's grey: 0.2989 R + 0.587 G + 0.114 B in float, floored for uint8 images.
   auto grey = [&](int64_t i) {
-    return std::floor(float(q[i]) * 0.2989f + float(q[plane + i]) * 0.587f + float(q[2 * plane + i]) * 0.114f);
+    return float(int(float(q[i]) * 0.2989f + float(q[plane + i]) * 0.587f + float(q[2 * plane + i]) * 0.114f));
   };
   switch (op.op) {
     case PolicyOpKind::Brightness:
@@ -168,8 +177,8 @@ void apply_colour_op(const PolicyOp& op, int64_t c, int64_t s, const std::vector
             float acc = 4.0f * float(p[0]);  // kernel [[1,1,1],[1,5,1],[1,1,1]] / 13
             for (int dy = -1; dy <= 1; ++dy)
               for (int dx = -1; dx <= 1; ++dx) acc += float(p[dy * s + dx]);
-            const float blurred = std::nearbyint(acc / 13.0f), v = float(p[0]);
-            out[ch * plane + y * s + x] = std::trunc(std::clamp(v + (1.0f - f) * (blurred - v), 0.0f, 255.0f));
+            const float blurred = (acc / 13.0f + 8388608.0f) - 8388608.0f, v = float(p[0]);  // round half to even
+            out[ch * plane + y * s + x] = float(int(std::clamp(v + (1.0f - f) * (blurred - v), 0.0f, 255.0f)));
           }
       break;
     case PolicyOpKind::Posterize: {
@@ -188,7 +197,7 @@ void apply_colour_op(const PolicyOp& op, int64_t c, int64_t s, const std::vector
         if (lo == hi) lo = 0.0f, hi = 255.0f;
         const float k = 255.0f / (hi - lo);
         for (int64_t i = 0; i < plane; ++i)
-          out[ch * plane + i] = std::trunc(std::clamp((float(q[ch * plane + i]) - lo) * k, 0.0f, 255.0f));
+          out[ch * plane + i] = float(int(std::clamp((float(q[ch * plane + i]) - lo) * k, 0.0f, 255.0f)));
       }
       break;
     case PolicyOpKind::Equalize:

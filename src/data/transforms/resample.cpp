@@ -71,9 +71,27 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
           return px * scale(ch) + shift(ch);
         };
         if (!(pass.geometric && pass.geometric[b])) {
-          for (int64_t y = 0; y < oh; ++y)
-            for (int64_t x = 0; x < ow; ++x)
-              for (int64_t ch = 0; ch < c; ++ch) dst(b, ch, y, x) = value(y, x, ch);
+          // The common view, with the taps hoisted out of the inner loops (the
+          // same arithmetic as value(), so the same bits).
+          if (copy) {
+            for (int64_t ch = 0; ch < c; ++ch)
+              for (int64_t y = 0; y < oh; ++y)
+                for (int64_t x = 0; x < ow; ++x) dst(b, ch, y, x) = value(y, x, ch);
+            return;
+          }
+          for (int64_t y = 0; y < oh; ++y) {
+            const int64_t r0 = y0(b, y), r1 = y1(b, y);
+            const float l1y = ly(b, y), l0y = 1.f - l1y;
+            for (int64_t x = 0; x < ow; ++x) {
+              const int64_t c0 = x0(b, x), c1 = x1(b, x);
+              const float l1x = lx(b, x), l0x = 1.f - l1x;
+              for (int64_t ch = 0; ch < c; ++ch) {
+                const float px = l0y * (l0x * float(src(b, r0, c0, ch)) + l1x * float(src(b, r0, c1, ch))) +
+                                 l1y * (l0x * float(src(b, r1, c0, ch)) + l1x * float(src(b, r1, c1, ch)));
+                dst(b, ch, y, x) = px * scale(ch) + shift(ch);
+              }
+            }
+          }
           return;
         }
         // A geometric op: the nearest view pixel of the inverse map (as
@@ -83,8 +101,10 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
         for (int64_t y = 0; y < oh; ++y)
           for (int64_t x = 0; x < ow; ++x) {
             const float xc = float(x) + 0.5f - hw, yc = float(y) + 0.5f - hh;
-            const float xs = std::nearbyint(m[0] * xc + m[1] * yc + m[2] + hw - 0.5f);
-            const float ys = std::nearbyint(m[3] * xc + m[4] * yc + m[5] + hh - 0.5f);
+            // Round half to even by adding and taking away 1.5 x 2^23 (exact for
+            // |v| < 2^22, far beyond any view; nearbyint() would be a libm call).
+            const float xs = (m[0] * xc + m[1] * yc + m[2] + hw - 0.5f + 12582912.0f) - 12582912.0f;
+            const float ys = (m[3] * xc + m[4] * yc + m[5] + hh - 0.5f + 12582912.0f) - 12582912.0f;
             const bool inside = xs >= 0.f && xs < float(ow) && ys >= 0.f && ys < float(oh);
             for (int64_t ch = 0; ch < c; ++ch)
               dst(b, ch, y, x) = inside ? value(int64_t(ys), int64_t(xs), ch) : shift(ch);

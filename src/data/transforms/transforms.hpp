@@ -140,13 +140,13 @@ struct EraseBox {
 /// strictly inside). {0,0,0,0} when erasing is off or not drawn.
 EraseBox erase_box(const AugmentSpec& aug, int64_t epoch, int64_t index, int64_t s);
 /// The noise of an erased pixel (normalized units, a standard normal; Box-Muller
-/// from two 32-bit uniforms in (0, 1)): a pure function of (aug.seed, epoch,
+/// in float from two 24-bit uniforms in (0, 1)): a pure function of (aug.seed, epoch,
 /// sample index, channel, row, column). Inline: the batch kernel calls it.
 inline float erase_noise(uint64_t noise_key, int64_t index, int64_t ch, int64_t y, int64_t x) {
   const uint64_t r = hash64(noise_key, static_cast<uint64_t>(index), static_cast<uint64_t>((ch << 40) ^ (y << 20) ^ x));
-  const double u1 = (static_cast<double>(r >> 32) + 0.5) * 0x1.0p-32;
-  const double u2 = (static_cast<double>(r & 0xffffffffULL) + 0.5) * 0x1.0p-32;
-  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  const float u1 = (static_cast<float>(r >> 40) + 0.5f) * 0x1.0p-24f;  // 24 bits each: exact in float
+  const float u2 = (static_cast<float>(r & 0xffffffULL) + 0.5f) * 0x1.0p-24f;
+  return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
 }
 /// The per-(seed, epoch) key of erase_noise().
 uint64_t erase_noise_key(const AugmentSpec& aug, int64_t epoch);
