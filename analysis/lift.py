@@ -220,7 +220,7 @@ def paired_section(kd, alone_by_seed, seeds):
         mc = ("-", "-", "-")
         if a["predictions"] and k["predictions"]:
             oa, ob, p = mcnemar(a["predictions"], k["predictions"])
-            mc = (str(oa), str(ob), f"{p:.3g}")
+            mc = (str(oa), str(ob), f"{p:.3g}" if p > 0 else "< 1e-300")
         out.append(f"| {s} | {a['final']:.4f} | {k['final']:.4f} | {pts(diffs[-1])} | {mc[0]} | {mc[1]} | {mc[2]} |")
     m, ci = paired_ci(diffs)
     out.append("")
