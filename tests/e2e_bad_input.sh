@@ -28,7 +28,9 @@ for c in unknown_key_in_file_names_the_nearest unknown_key_in_override_names_the
          device_cuda_without_cuda_is_refused_once nccl_on_the_cpu_is_refused device_typo_names_the_nearest \
          negative_label_smoothing_is_refused bf16_reduce_without_sharding_is_refused \
          crop_ranges_out_of_bounds_are_refused pad_crop_at_another_size_is_refused \
-         drop_path_of_one_is_refused policy_and_mixing_out_of_range_or_unaugmented_are_refused; do
+         drop_path_of_one_is_refused policy_and_mixing_out_of_range_or_unaugmented_are_refused \
+         val_fraction_outside_the_range_is_refused \
+         eval_split_val_without_a_val_split_is_refused eval_split_typo_names_the_nearest; do
   CASES+=("$c:setup")
 done
 
@@ -265,6 +267,20 @@ case_unknown_command_names_the_nearest() { expect_error 2 "did you mean 'train'"
 case_set_without_equals_is_refused() {
   expect_error 2 "expected section.key=value" "$VITKD" "${base[@]}" --set nodot
 }
+# The validation split: a fraction outside (0, 0.5] is one line, on every rank's behalf, and no file.
+case_val_fraction_outside_the_range_is_refused() {
+  for f in 0 0.6 -0.1; do
+    expect_error 2 "--val-fraction $(printf '%f' "$f") is outside (0, 0.5]" \
+      vk 2 prepare synthetic --out "$WORK/v.h5" --train 64 --test 16 --val-fraction "$f"
+    [ "$(grep -c 'is outside (0, 0.5]' last.log)" -eq 1 ] || { cat last.log; fail "not one line"; }
+    [ ! -e "$WORK/v.h5" ] || fail "--val-fraction $f wrote $WORK/v.h5"
+  done
+}
+case_eval_split_val_without_a_val_split_is_refused() {
+  refused 'data.eval_split = "val" but '"$SETUP/syn.h5"' has no /val split; write one with `vitkd prepare' \
+    --set data.eval_split=val
+}
+case_eval_split_typo_names_the_nearest() { refused "did you mean 'val'" --set data.eval_split=vall; }
 case_unknown_dataset_kind_is_refused() {
   expect_error 2 "unknown dataset kind" "$VITKD" prepare mnist --out "$WORK/x.h5"
 }

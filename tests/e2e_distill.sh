@@ -7,11 +7,13 @@
 #                                           counts of 3 epochs, top-1 >= 0.85
 #   student_learns_from_teacher             the same for the student, one teacher forward per
 #                                           trained sample, and its checkpoint's header and shapes
-#   distillation_beats_the_student_alone    the distilled student is closer to the teacher on the
+#   distillation_pulls_student_to_teacher   the distilled student is closer to the teacher on the
 #                                           test set than the student alone: KL at temperature 1
 #                                           and at tau less than half, agreement with the teacher's
 #                                           predictions at least as high; fails when the
-#                                           distillation term does nothing (alpha = 0)
+#                                           distillation term does nothing (alpha = 0). It checks
+#                                           KL and agreement, not accuracy: on this easy data both
+#                                           students are near 1.0 (the name said "beats" until 0.4.5)
 #   teacher_cache_equals_live               with the teacher-logit cache (unaugmented) the teacher
 #                                           runs once per sample (epoch 1), then never; the training
 #                                           trajectory (every step's loss, the final weights) is the
@@ -28,7 +30,7 @@
 #   e2e_distill.sh --list | CASE NP ROOT    (tests/lib/common.sh)
 source "$(dirname "$0")/lib/common.sh"
 CASES=(setup teacher_result_complete_and_accurate:setup student_learns_from_teacher:setup
-       distillation_beats_the_student_alone:setup teacher_cache_equals_live:setup
+       distillation_pulls_student_to_teacher:setup teacher_cache_equals_live:setup
        view_cache_replays_augmented_views:setup view_cache_bad_input:setup)
 
 SETUP=${3-}/setup
@@ -142,7 +144,7 @@ print(f"OK: teacher {t['test_top1']:.3f} ({t['parameters']} params), "
 PY
 }
 
-case_distillation_beats_the_student_alone() {
+case_distillation_pulls_student_to_teacher() {
   check_result "$SETUP/kd/result.json" distill
   check_result "$SETUP/alone/result.json" distill
   "$PYTHON" - "$SETUP" <<'PY'

@@ -10,10 +10,15 @@
 #   fp32_only_module_falls_back_to_fp32         a module that fails under bf16 autocast runs in
 #                                               fp32, and the log says so
 #   wrong_class_count_is_refused                exit 2, one line naming the file and both shapes
+#   teacher_cnn_script_teaches_in_vitkd         jobs/teacher_cnn.py on a file with a validation
+#                                               split: its TorchScript teaches a vitkd student, and
+#                                               vitkd measures the teacher's test top-1 the script
+#                                               recorded (the same normalisation), to 1/64
 #   e2e_torchscript_teacher.sh --list | CASE NP ROOT    (tests/lib/common.sh)
 source "$(dirname "$0")/lib/common.sh"
 CASES=(setup student_equals_checkpoint_teacher_student:setup bf16_autocast_reaches_the_module:setup
-       fp32_only_module_falls_back_to_fp32:setup wrong_class_count_is_refused:setup)
+       fp32_only_module_falls_back_to_fp32:setup wrong_class_count_is_refused:setup
+       teacher_cnn_script_teaches_in_vitkd)
 
 SETUP=${3-}/setup
 export MPI_TIMEOUT=300
@@ -80,6 +85,33 @@ case_wrong_class_count_is_refused() {
   expect_error 2 "teacher.torchscript '$SETUP/teacher5.pt' maps float [2,1,16,16] to [2,5], expected logits [2,4]" \
     vk "$NP" "${student[@]}" --set run.out_dir=bad --set teacher.torchscript="$SETUP/teacher5.pt"
   [ "$(grep -c '^vitkd: error:' last.log)" -eq 1 ] || fail "not exactly one error line"
+}
+
+case_teacher_cnn_script_teaches_in_vitkd() {
+  synthetic val.h5 320 64 16 4 --seed 3 --val-fraction 0.2
+  "$PYTHON" "$SRC/jobs/teacher_cnn.py" --data val.h5 --out cnn.pt --json cnn.json --epochs 3 --width 4 \
+    --batch 32 --lr 0.05 --threads 1 > cnn.log 2>&1 || { cat cnn.log; fail "jobs/teacher_cnn.py failed"; }
+  LOG=student.log expect 0 vk "$NP" "${student[@]}" --set data.path="$WORK/val.h5" --set run.out_dir=student \
+    --set data.eval_split=val --set teacher.torchscript="$WORK/cnn.pt" --set distill.kind=hard \
+    --set distill.eval_agreement=true
+  "$PYTHON" - <<'PY'
+import json
+t, r = json.load(open("cnn.json")), json.load(open("student/result.json"))
+assert t["test_top1"] > 0.6, f"the convnet did not learn the data: {t}"
+assert 0 < t["val_top1"] <= 1 and t["epoch_kept"] in (1, 2, 3) and len(t["val_top1_per_epoch"]) == 3
+# The check can fail: fed pixels / 255 without the file's mean and std, the teacher scores otherwise.
+import h5py, numpy as np, torch
+with h5py.File("val.h5") as f:
+    x = torch.from_numpy(f["test/images"][()].astype(np.float32).transpose(0, 3, 1, 2) / 255.0)
+    y = torch.from_numpy(f["test/labels"][()].astype(np.int64))
+with torch.no_grad():
+    unnormalised = float((torch.jit.load("cnn.pt")(x).argmax(-1) == y).float().mean())
+assert abs(unnormalised - t["test_top1"]) > 1 / 64, ("insensitive", unnormalised, t["test_top1"])
+# vitkd feeds the teacher its own normalisation (and bf16 autocast): the same test top-1 within a sample.
+assert abs(r["teacher_test_top1"] - t["test_top1"]) <= 1 / 64 + 1e-9, (r["teacher_test_top1"], t["test_top1"])
+print(f"OK: the convnet's test top-1 {t['test_top1']:.4f} in the script, {r['teacher_test_top1']:.4f} in vitkd "
+      f"({unnormalised:.4f} unnormalised)")
+PY
 }
 
 PYTHON_MODULES=(h5py numpy torch)

@@ -8,6 +8,16 @@ namespace vitkd {
 namespace cli {
 namespace {
 
+// `prepare fashion-mnist` and `prepare synthetic`: the validation split (data/validation.hpp).
+Flag val_fraction_flag() {
+  return Flag::number("val-fraction", "F",
+                      "also write a validation split: round(F * n) of each class's n training samples, "
+                      "F in (0, 0.5], moved out of the training split (default: none)");
+}
+Flag val_seed_flag() {
+  return Flag::count("val-seed", "N", "seed of the validation split's choice of samples").default_to("1");
+}
+
 // The `vitkd bench ...` commands, in the order `vitkd bench --help` lists them.
 void add_bench_commands(std::vector<Command>& c) {
   c.push_back({"bench gemm", "Measure matrix-product rates (bf16, fp32) at the models' shapes.",
@@ -99,7 +109,8 @@ std::vector<Command> make_commands() {
                {},
                {Flag::path("out", "FILE.h5", out_help).needed(),
                 Flag::path("source", "DIR", "the folder with the *-ubyte.gz files")
-                    .default_to("/usr/share/datasets/fashion-mnist")},
+                    .default_to("/usr/share/datasets/fashion-mnist"),
+                val_fraction_flag(), val_seed_flag()},
                "The default folder is where Debian's dataset-fashion-mnist package puts the gzip IDX files."});
   c.push_back({"prepare synthetic", "Write a learnable synthetic dataset (class templates plus noise).",
                {},
@@ -112,7 +123,8 @@ std::vector<Command> make_commands() {
                     .default_to(std::to_string(syn.channels)),
                 Flag::count("classes", "K", "number of classes").at_least(2)
                     .default_to(std::to_string(syn.classes)),
-                Flag::count("seed", "S", "random seed").default_to(std::to_string(syn.seed))}});
+                Flag::count("seed", "S", "random seed").default_to(std::to_string(syn.seed)),
+                val_fraction_flag(), val_seed_flag()}});
   c.push_back({"prepare folder", "Convert a folder of PNG/JPEG images, one subfolder per class, into a dataset file.",
                {{"DIR", "the image folder: DIR/<class name>/<image>.png|.jpg|.jpeg"}},
                {Flag::path("out", "FILE.h5", out_help).needed(),

@@ -42,6 +42,8 @@ void inspect_dataset(const std::string& path) {
   std::printf("  train %lld, test %lld images of %lldx%lldx%lld (HxWxC, uint8)\n",
               (long long)m.train_size, (long long)m.test_size, (long long)m.height,
               (long long)m.width, (long long)m.channels);
+  if (m.val_size > 0)  // vitkd prepare --val-fraction (data/validation.hpp)
+    std::printf("  val %lld images, carved from the training split (/val/source_indices)\n", (long long)m.val_size);
   std::string names;
   for (size_t i = 0; i < m.class_names.size(); ++i)
     names += (i ? ", " : "") + m.class_names[i];

@@ -8,6 +8,7 @@
 #include "comm/world.hpp"
 #include "data/dataset.hpp"
 #include "data/image_folder.hpp"
+#include "data/validation.hpp"
 #include "util/error.hpp"
 
 namespace vitkd {
@@ -30,13 +31,27 @@ int prepare_main(const std::vector<std::string>& args) {
     return kExitOk;
   }
   const std::string out = a.text("out");
+  const bool with_val = a.given("val-fraction");
+  if (with_val) check_val_fraction(a.number("val-fraction"));  // the one-line refusal, on every rank
+  // Carves the validation split out of `train` when asked, and writes the file.
+  auto write = [&](DatasetSplit& train, const DatasetSplit& test, int64_t h, int64_t w, int64_t c,
+                   const std::vector<std::string>& names) {
+    if (!with_val) return write_dataset(out, train, test, h, w, c, names);
+    const ValCarve carve = carve_validation(train, h * w * c, static_cast<int64_t>(names.size()),
+                                            a.number("val-fraction"), static_cast<uint64_t>(a.integer("val-seed")));
+    write_dataset(out, carve.train, test, h, w, c, names,
+                  ValRecord{&carve, a.number("val-fraction"), static_cast<uint64_t>(a.integer("val-seed"))});
+    train = carve.train;
+    std::printf("prepare: validation split of %lld samples (--val-fraction %g of each class, --val-seed %lld)\n",
+                (long long)carve.val.size(), a.number("val-fraction"), (long long)a.integer("val-seed"));
+  };
   if (world().root()) {
     DatasetSplit train, test;
     if (kind == "fashion-mnist") {
       const std::string dir = a.text("source");
       train = read_idx_pair(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz");
       test = read_idx_pair(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz");
-      write_dataset(out, train, test, 28, 28, 1,
+      write(train, test, 28, 28, 1,
                     {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
                      "Sneaker", "Bag", "Ankle boot"});
       std::printf("prepare: wrote %s (Fashion-MNIST: %lld train, %lld test, 28x28x1, 10 classes)\n",
@@ -52,7 +67,7 @@ int prepare_main(const std::vector<std::string>& args) {
       make_synthetic(sp, train, test);
       std::vector<std::string> names;
       for (int64_t k = 0; k < sp.classes; ++k) names.push_back("class" + std::to_string(k));
-      write_dataset(out, train, test, sp.size, sp.size, sp.channels, names);
+      write(train, test, sp.size, sp.size, sp.channels, names);
       std::printf("prepare: wrote %s (synthetic: %lld train, %lld test, %lldx%lldx%lld, %lld classes)\n",
                   out.c_str(), (long long)sp.train, (long long)sp.test, (long long)sp.size,
                   (long long)sp.size, (long long)sp.channels, (long long)sp.classes);

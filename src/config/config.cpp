@@ -371,6 +371,7 @@ void validate_config(const Config& c, const std::string& origin) {
     bad(key, "\"" + v + "\" is not one of " + list + did_you_mean(v, opts));
   };
   one_of("run.mode", c.run_mode, {"teacher", "distill"});
+  one_of("data.eval_split", c.data_eval_split, {"test", "val"});
   one_of("distill.kind", c.distill_kind, {"soft", "hard"});
   one_of("precision.compute", c.precision_compute, {"auto", "bf16", "fp32"});
   one_of("precision.reduce", c.precision_reduce, {"fp32", "bf16", "auto"});

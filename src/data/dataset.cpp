@@ -11,6 +11,7 @@
 #include <random>
 
 #include "comm/world.hpp"
+#include "data/validation.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
 #include "util/fs.hpp"
@@ -85,6 +86,7 @@ DatasetMeta validate_dataset(const std::string& path) {
                     " classes; at least 2 are needed");
   check_split(f, path, "train", m, m.train_size);
   check_split(f, path, "test", m, m.test_size);
+  if (h5_exists(f, "/val")) check_split(f, path, "val", m, m.val_size);
   need_attr("mean");
   need_attr("std");
   m.mean = h5_attr_doubles(f, "mean");
@@ -111,8 +113,8 @@ DatasetMeta validate_dataset_collective(const std::string& path) {
   }
   error = broadcast_string(error);
   if (!error.empty()) throw UserError(error);
-  int64_t sizes[7] = {m.height, m.width, m.channels, m.num_classes, m.train_size, m.test_size,
-                      static_cast<int64_t>(m.mean.size())};
+  int64_t sizes[8] = {m.height, m.width, m.channels, m.num_classes, m.train_size, m.test_size,
+                      static_cast<int64_t>(m.mean.size()), m.val_size};
   broadcast_bytes(sizes, sizeof sizes, 0);
   m.path = path;
   m.height = sizes[0];
@@ -121,6 +123,7 @@ DatasetMeta validate_dataset_collective(const std::string& path) {
   m.num_classes = sizes[3];
   m.train_size = sizes[4];
   m.test_size = sizes[5];
+  m.val_size = sizes[7];
   m.mean.resize(sizes[6]);
   m.std.resize(sizes[6]);
   broadcast_bytes(m.mean.data(), sizes[6] * sizeof(double), 0);
@@ -169,6 +172,12 @@ void write_dataset_attributes(const std::string& path, const std::vector<std::st
 void write_dataset(const std::string& path, const DatasetSplit& train, const DatasetSplit& test,
                    int64_t height, int64_t width, int64_t channels,
                    const std::vector<std::string>& class_names) {
+  write_dataset(path, train, test, height, width, channels, class_names, ValRecord{});
+}
+
+void write_dataset(const std::string& path, const DatasetSplit& train, const DatasetSplit& test,
+                   int64_t height, int64_t width, int64_t channels,
+                   const std::vector<std::string>& class_names, const ValRecord& val) {
   std::vector<double> sum(channels, 0.0), sq(channels, 0.0);
   for (size_t i = 0; i < train.images.size(); ++i) {
     double v = train.images[i] / 255.0;
@@ -184,10 +193,18 @@ void write_dataset(const std::string& path, const DatasetSplit& train, const Dat
     H5Lock lock(h5_mutex());
     H5Obj f = h5_create(tmp);
     write_root_attrs(f, class_names, mean, sd);
-    for (auto* s : {&train, &test}) {
-      const std::string g = s == &train ? "/train" : "/test";
-      h5_write(f, g + "/images", s->images.data(), {s->size(), height, width, channels});
-      h5_write(f, g + "/labels", s->labels.data(), {s->size()});
+    const DatasetSplit* splits[3] = {&train, &test, val.carve ? &val.carve->val : nullptr};
+    const char* names[3] = {"/train", "/test", "/val"};
+    for (int k = 0; k < 3 && splits[k]; ++k) {
+      const std::string g = names[k];
+      h5_write(f, g + "/images", splits[k]->images.data(), {splits[k]->size(), height, width, channels});
+      h5_write(f, g + "/labels", splits[k]->labels.data(), {splits[k]->size()});
+    }
+    if (val.carve) {
+      h5_write(f, "/val/source_indices", val.carve->val_source);
+      h5_attr_write(f, "val_fraction", val.fraction);
+      h5_attr_write(f, "val_seed", static_cast<int64_t>(val.seed));
+      h5_attr_write(f, "val_rule", std::string(kValRule));
     }
     f.close();
   }

@@ -5,12 +5,17 @@
 //   /train/images  uint8  [N, H, W, C]   pixels 0..255, row-major, channels last
 //   /train/labels  int32  [N]            class index in [0, num_classes)
 //   /test/images, /test/labels           the same for the test split
+//   /val/images, /val/labels             optional: a validation split carved from
+//   /val/source_indices int64 [M]        the training split by `vitkd prepare
+//                                        --val-fraction` (data/validation.hpp);
+//                                        each sample's index in the uncarved train split
 //   attributes on "/":
 //     format         string  "vitkd-dataset"
 //     format_version int64   1
 //     class_names    string[K]
 //     mean, std      float64[C]  per-channel statistics of /train/images,
 //                                in units of pixel/255 (so roughly 0..1)
+//     val_fraction float64, val_seed int64, val_rule string: with /val only
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,8 +35,13 @@ struct DatasetMeta {
   int64_t height = 0, width = 0, channels = 0;  ///< image shape (pixels)
   int64_t num_classes = 0;                      ///< == class_names.size()
   int64_t train_size = 0, test_size = 0;        ///< samples per split
+  int64_t val_size = 0;                         ///< 0: the file has no /val split
   std::vector<std::string> class_names;         ///< [K]
   std::vector<double> mean, std;                ///< [C], pixel/255 units
+  /// Samples in "train", "val" or "test" (0 for any other name).
+  int64_t split_size(const std::string& split) const {
+    return split == "train" ? train_size : split == "test" ? test_size : split == "val" ? val_size : 0;
+  }
 };
 
 /// Opens and checks the layout above: groups, ranks, dtypes, matching sizes,
@@ -57,6 +67,13 @@ struct DatasetSplit {
 void write_dataset(const std::string& path, const DatasetSplit& train, const DatasetSplit& test,
                    int64_t height, int64_t width, int64_t channels,
                    const std::vector<std::string>& class_names);
+
+struct ValRecord;  // data/validation.hpp
+/// The same with the validation split of `val` (none when val.carve is null):
+/// `train` is then the carve's remaining training split.
+void write_dataset(const std::string& path, const DatasetSplit& train, const DatasetSplit& test,
+                   int64_t height, int64_t width, int64_t channels,
+                   const std::vector<std::string>& class_names, const ValRecord& val);
 
 /// Per-channel mean and std in pixel/255 units from per-channel sums of v and
 /// v^2 (v = pixel/255) over `count` pixels per channel (as write_dataset does).

@@ -107,7 +107,7 @@ Batch read_samples(const DatasetMeta& meta, const std::string& split,
                    const std::vector<int64_t>& indices, int64_t epoch, MixPairing* pairing) {
   const int64_t n = static_cast<int64_t>(indices.size());
   const int64_t row = meta.height * meta.width * meta.channels;
-  const int64_t size = split == "train" ? meta.train_size : meta.test_size;
+  const int64_t size = meta.split_size(split);
   for (int64_t i : indices)
     if (i < 0 || i >= size)
       throw UserError("sample index " + std::to_string(i) + " is outside /" + split + " of " +
@@ -129,7 +129,7 @@ Batch read_samples(const DatasetMeta& meta, const std::string& split,
 }
 
 Loader::Loader(const DatasetMeta& meta, const LoaderOptions& opt) : meta_(meta), opt_(opt) {
-  n_ = opt.split == "train" ? meta.train_size : meta.test_size;
+  n_ = meta.split_size(opt.split);
   row_elems_ = meta.height * meta.width * meta.channels;
   const int64_t g = opt.batch_size * opt.world;
   if (opt.drop_last && n_ < g)

@@ -78,7 +78,7 @@ struct Batch {
 };
 
 struct LoaderOptions {
-  std::string split = "train";  ///< "train" or "test"
+  std::string split = "train";  ///< "train", "val" or "test"
   int64_t batch_size = 64;      ///< per rank
   uint64_t seed = 0;
   bool shuffle = true;
@@ -129,6 +129,7 @@ class Loader {
   /// Global batches per epoch.
   int64_t steps_per_epoch() const { return steps_; }
   int64_t split_size() const { return n_; }
+  const std::string& split_name() const { return opt_.split; }
   /// How this rank reads the samples, as found, not as asked: "mpio" when the
   /// open file's access property list has HDF5's MPI-IO driver
   /// (H5Pget_driver), "serial" otherwise (result.json's data_io).

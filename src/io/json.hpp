@@ -22,6 +22,7 @@ class JsonObject {
   JsonObject& set(const std::string& key, bool v) { return put(key, v); }
   JsonObject& set(const std::string& key, const std::vector<double>& v);
   JsonObject& set(const std::string& key, const std::vector<std::string>& v) { return put(key, v); }
+  JsonObject& set(const std::string& key, const std::vector<int64_t>& v) { return put(key, v); }
   /// A list of objects.
   JsonObject& set(const std::string& key, const std::vector<JsonObject>& v);
   JsonObject& set_null(const std::string& key) { return put(key, nullptr); }

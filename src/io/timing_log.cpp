@@ -143,6 +143,7 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
       h5_attr_write(file_, "gemm_bf16_flops_per_core", a.gemm_bf16_flops_per_core);
       h5_attr_write(file_, "gemm_flops_per_core", a.gemm_bf16_flops_per_core);
       h5_attr_write(file_, "compute", a.compute);
+      h5_attr_write(file_, "eval_split", a.eval_split);
       cpu_times(&last_user_, &last_sys_);
       return;
     }
@@ -166,6 +167,7 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
   h5_attr_write(file_, "gemm_bf16_flops_per_core", a.gemm_bf16_flops_per_core);
   h5_attr_write(file_, "gemm_flops_per_core", a.gemm_bf16_flops_per_core);
   h5_attr_write(file_, "compute", a.compute);
+  h5_attr_write(file_, "eval_split", a.eval_split);
   h5_attr_write(file_, "threads_per_rank", a.threads_per_rank);
   const hsize_t P = w.size, F = kNumPhases;
   create_extendible(file_, "/step_seconds", H5T_NATIVE_DOUBLE, {P, F});

@@ -38,6 +38,7 @@ struct TimingLogAttrs {
   /// core) in the precision `compute` names.
   double flops_per_sample = 0, gemm_bf16_flops_per_core = 0;
   std::string compute = "bf16";  ///< "bf16" | "fp32": the precision the run computes in
+  std::string eval_split = "test";  ///< the split of /eval/test_top1 (data.eval_split)
 };
 
 /// One step's global metrics (the same on every rank; counters summed over ranks).

@@ -20,26 +20,37 @@ void for_each_test_batch(Loader& test, const DatasetMeta& meta, const AugmentSpe
   none.enabled = false;
   while (auto b = test.next()) {
     if (b->size() == 0) continue;
-    fn(batch_input(*b, meta, none).to(dev), batch_labels(*b).to(dev));
+    fn(batch_input(*b, meta, none).to(dev), batch_labels(*b).to(dev), *b);
   }
 }
 
 }  // namespace
 
-LoaderOptions test_loader_options(LoaderOptions o) {
-  o.split = "test";
+LoaderOptions test_loader_options(LoaderOptions o) { return eval_loader_options(o, "test"); }
+
+LoaderOptions eval_loader_options(LoaderOptions o, const std::string& split) {
+  o.split = split;
   o.shuffle = false;
   o.drop_last = false;
   o.batch_size = std::max<int64_t>(o.batch_size, 256);
   return o;
 }
 
-double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, const AugmentSpec& views, bool bf16) {
+double SplitPredictions::top1() const {
+  int64_t correct = 0;
+  for (size_t i = 0; i < labels.size(); ++i) correct += predictions[i] == labels[i];
+  return labels.empty() ? 0.0 : double(correct) / double(labels.size());
+}
+
+double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, const AugmentSpec& views, bool bf16,
+                SplitPredictions* out) {
   torch::NoGradGuard ng;
   model->eval();
   int64_t correct = 0, total = 0;
+  // Per sample, 1 + the predicted class and 1 + the label at its index (0: another rank's), summed over ranks.
+  std::vector<double> marks(out ? 2 * test.split_size() : 0, 0.0);
   const torch::Device dev = model->parameters().front().device();
-  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y) {
+  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y, const Batch& b) {
     torch::Tensor pred;
     {
       AutocastBf16 ac(bf16, dev.type());
@@ -47,10 +58,27 @@ double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, const Augment
     }
     correct += pred.eq(y).sum().item<int64_t>();
     total += y.size(0);
+    if (out) {
+      const torch::Tensor p = pred.to(torch::kCPU).to(torch::kInt64).contiguous();
+      const auto pa = p.accessor<int64_t, 1>();
+      for (int64_t i = 0; i < b.size(); ++i) {
+        marks[2 * b.indices[i]] = 1.0 + double(pa[i]);
+        marks[2 * b.indices[i] + 1] = 1.0 + double(b.labels[i]);
+      }
+    }
   });
   model->train();
   correct = allreduce_sum(correct);
   total = allreduce_sum(total);
+  if (out) {
+    allreduce_sum_inplace(marks.data(), static_cast<int64_t>(marks.size()));
+    out->predictions.resize(marks.size() / 2);
+    out->labels.resize(marks.size() / 2);
+    for (size_t i = 0; i < marks.size() / 2; ++i) {
+      out->predictions[i] = static_cast<int32_t>(marks[2 * i]) - 1;
+      out->labels[i] = static_cast<int32_t>(marks[2 * i + 1]) - 1;
+    }
+  }
   return total ? double(correct) / double(total) : 0.0;
 }
 
@@ -60,7 +88,7 @@ TeacherAgreement teacher_agreement(ViT& model, Teacher& teacher, Loader& test, c
   model->eval();
   double sums[5] = {0, 0, 0, 0, 0};  // agreeing samples, KL sum, samples, KL sum at tau, teacher correct
   const torch::Device dev = model->parameters().front().device();
-  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y) {
+  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y, const Batch& b) {
     torch::Tensor s;
     {
       AutocastBf16 ac(bf16, dev.type());
@@ -89,7 +117,7 @@ double teacher_top1(Teacher& teacher, Loader& test, const DatasetMeta& meta, con
                     const torch::Device& dev) {
   torch::NoGradGuard ng;
   double counts[2] = {0, 0};  // correct, samples
-  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y) {
+  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y, const Batch& b) {
     counts[0] += double(teacher.logits(x).argmax(-1).eq(y).sum().item<int64_t>());
     counts[1] += double(y.size(0));
   });

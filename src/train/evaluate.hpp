@@ -12,13 +12,23 @@ namespace vitkd {
 /// once, in order, in batches of at least 256. The one rule for every
 /// evaluation, so that all of them see the same batches.
 LoaderOptions test_loader_options(LoaderOptions train);
+/// The same for `split` ("test" or "val": data.eval_split).
+LoaderOptions eval_loader_options(LoaderOptions train, const std::string& split);
+
+/// One evaluation's per-sample record: for every sample of the split, in the
+/// file's order, the predicted class and the label (the same on every rank).
+struct SplitPredictions {
+  std::vector<int32_t> predictions, labels;
+  double top1() const;
+};
 
 /// Every evaluation sees the test images through the evaluation view of the
 /// transform `views` (its output size and crop_pct; never augmented).
 
 /// Top-1 accuracy over the whole test split, every rank evaluating its share
 /// (`test` shards it); the model is left in training mode. Collective.
-double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, const AugmentSpec& views, bool bf16);
+double evaluate(ViT& model, Loader& test, const DatasetMeta& meta, const AugmentSpec& views, bool bf16,
+                SplitPredictions* out = nullptr);
 
 /// How close the student's test predictions are to the teacher's.
 struct TeacherAgreement {

@@ -63,13 +63,26 @@ JsonObject& set_point(JsonObject& o, const EvalRecord& e) {
 }  // namespace
 
 std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals) {
+  return evaluations_json(evals, "test");
+}
+
+std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals, const std::string& split) {
   std::vector<JsonObject> out;
   for (const EvalRecord& e : evals) {
     JsonObject o;
-    set_point(o, e).set("epoch", e.epoch).set("test_top1", e.test_top1);
+    set_point(o, e).set("epoch", e.epoch).set(split + "_top1", e.test_top1);
     out.push_back(o);
   }
   return out;
+}
+
+void write_predictions_json(const std::string& path, const std::string& split, const std::string& dataset,
+                            const SplitPredictions& p) {
+  JsonObject o;
+  o.set("split", split).set("dataset", dataset).set("top1", p.top1()).set("samples", int64_t(p.labels.size()));
+  std::vector<int64_t> labels(p.labels.begin(), p.labels.end()), preds(p.predictions.begin(), p.predictions.end());
+  o.set("labels", labels).set("predictions", preds);
+  o.write(path);
 }
 
 std::vector<JsonObject> time_to_accuracy_json(const std::vector<EvalRecord>& evals,
@@ -104,6 +117,7 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
   const bool mpio_here = s.train->io_mode() == "mpio" && (!s.test || s.test->io_mode() == "mpio");
   const int64_t mpio_ranks = allreduce_sum(int64_t(mpio_here ? 1 : 0));
   const std::string data_io = mpio_ranks == w.size ? "mpio" : mpio_ranks == 0 ? "serial" : "mixed";
+  const bool val = cfg.data_eval_split == "val";  // the evaluations read /val; test once at the end
   if (w.root()) {
     const bool distill = s.plan.distilling();
     JsonObject r;
@@ -111,7 +125,8 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("world_size", w.size)
         .set("steps", st.step)
         .set("epochs", st.epochs_done)
-        .set("test_top1", st.test_top1)
+        .set("test_top1", val ? (t.test_predictions ? t.test_predictions->top1() : -1.0) : st.test_top1)
+        .set("eval_split", cfg.data_eval_split)
         .set("train_seconds", train_seconds)
         .set("samples_seen", st.samples_seen)
         .set("samples_trained", st.samples_trained)
@@ -153,18 +168,27 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("data_io", data_io)
         .set("data_io_mpio_ranks", mpio_ranks);
     r.set("phase_seconds_rank0", t.phase_seconds);
+    r.set("seed", cfg.run_seed).set("config", s.config_text);  // the recipe, for analysis/lift.py's checks
     if (t.agreement)
       r.set("teacher_agreement", t.agreement->agreement)
           .set("teacher_kl", t.agreement->kl)
           .set("teacher_kl_tau", t.agreement->kl_tau)
           .set("teacher_test_top1", t.agreement->teacher_top1);
-    r.set("evaluations", evaluations_json(st.evaluations))
+    if (val) r.set("val_top1", st.test_top1);
+    if (t.test_predictions)
+      write_predictions_json(cfg.run_out_dir + "/test_predictions.json", "test", cfg.data_path, *t.test_predictions);
+    r.set("evaluations", evaluations_json(st.evaluations, cfg.data_eval_split))
         .set("time_to_accuracy", time_to_accuracy_json(st.evaluations, cfg.train_accuracy_thresholds));
     r.write(cfg.run_out_dir + "/result.json");
   }
-  log0("done: %lld steps, %lld epochs, test top-1 %.4f, %.0f img/s, %.1f s -> %s/result.json\n",
-       (long long)st.step, (long long)st.epochs_done, st.test_top1, ips, train_seconds,
-       cfg.run_out_dir.c_str());
+  if (val)
+    log0("done: %lld steps, %lld epochs, val top-1 %.4f, test top-1 %.4f, %.0f img/s, %.1f s -> %s/result.json\n",
+         (long long)st.step, (long long)st.epochs_done, st.test_top1,
+         t.test_predictions ? t.test_predictions->top1() : -1.0, ips, train_seconds, cfg.run_out_dir.c_str());
+  else
+    log0("done: %lld steps, %lld epochs, test top-1 %.4f, %.0f img/s, %.1f s -> %s/result.json\n",
+         (long long)st.step, (long long)st.epochs_done, st.test_top1, ips, train_seconds,
+         cfg.run_out_dir.c_str());
 }
 
 }  // namespace vitkd

@@ -40,6 +40,9 @@ struct RunTiming {
   /// distill.eval_agreement: the student's test agreement with the teacher,
   /// its KL to it and the teacher's own top-1 (train/evaluate.hpp); empty when not measured.
   std::optional<TeacherAgreement> agreement;
+  /// train.final_eval: the final model's one pass over the test split
+  /// (test_predictions.json; result.json test_top1 when data.eval_split = "val").
+  std::optional<SplitPredictions> test_predictions;
 };
 
 /// For each of `thresholds`, the index in `evals` of the first evaluation
@@ -51,6 +54,13 @@ std::vector<int64_t> first_reaching(const std::vector<EvalRecord>& evals,
 /// `time_to_accuracy` (one per threshold: the first evaluation reaching it,
 /// null fields when none did).
 std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals);
+/// The same with each evaluation's top-1 under `<split>_top1` (test_top1 or val_top1).
+std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals, const std::string& split);
+
+/// Rank 0: writes `path` as JSON: {"split", "dataset", "top1", "labels", "predictions"}
+/// (per sample of the split, in the file's order).
+void write_predictions_json(const std::string& path, const std::string& split, const std::string& dataset,
+                            const SplitPredictions& p);
 std::vector<JsonObject> time_to_accuracy_json(const std::vector<EvalRecord>& evals,
                                               const std::vector<double>& thresholds);
 

@@ -118,6 +118,13 @@ CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSet
     throw UserError(path + " was written with run.seed = " + std::to_string(st.seed) +
                     "; resume with the same seed (the data order depends on it), or set "
                     "checkpoint.resume = \"never\" to start over");
+  // The evaluations so far read the checkpoint's data.eval_split: a curve stays on one split.
+  // (A checkpoint from before data.eval_split existed evaluated on test, the key's default.)
+  const std::string split_before =
+      info.config.find("eval_split = \"val\"") != std::string::npos ? "val" : "test";
+  if (split_before != cfg.data_eval_split)
+    throw UserError(path + " was written with data.eval_split = \"" + split_before + "\"; resume with the "
+                    "same split (the evaluations so far read it), or set checkpoint.resume = \"never\" to start over");
   adam.set_steps(os.adam_steps);
   st.step = info.step;
   st.epochs_done = info.epoch;

@@ -126,9 +126,10 @@ void echo_start(const Config& cfg, const std::string& origin, const TrainSetup& 
   log0("---- configuration (%s) ----\n%s----\n", origin.c_str(), s.config_text.c_str());
   log0("allocator: %s\n", kept_memory ? "freed memory stays in the process (no heap trimming)"
                                        : "left as configured (GLIBC_TUNABLES/MALLOC_* set, or not glibc)");
-  log0("data: %s: %lld train, %lld test, %lldx%lldx%lld, %lld classes\n", meta.path.c_str(),
-       (long long)meta.train_size, (long long)meta.test_size, (long long)meta.height,
-       (long long)meta.width, (long long)meta.channels, (long long)meta.num_classes);
+  log0("data: %s: %lld train, %lld val, %lld test, %lldx%lldx%lld, %lld classes; evaluations on %s\n",
+       meta.path.c_str(), (long long)meta.train_size, (long long)meta.val_size, (long long)meta.test_size,
+       (long long)meta.height, (long long)meta.width, (long long)meta.channels, (long long)meta.num_classes,
+       cfg.data_eval_split.c_str());
   log0("views: %s\n", transform_text(s.plan.augment, meta.height, meta.width).c_str());
 }
 
@@ -252,7 +253,8 @@ void make_loaders(const Config& cfg, TrainSetup& s) {
   lo.mpio = cfg.data_io == "mpio";
   lo.rank = w.rank;
   lo.world = w.size;
-  s.test = std::make_unique<Loader>(s.meta, test_loader_options(lo));
+  s.test = std::make_unique<Loader>(s.meta, eval_loader_options(lo, cfg.data_eval_split));
+  if (cfg.data_eval_split == "val") s.final_test = std::make_unique<Loader>(s.meta, test_loader_options(lo));
   lo.mix = plan.augment.mixing();
   lo.mix_seed = plan.augment.seed;  // a teacher-view cache's seed when the run replays one
   std::string why;
@@ -281,6 +283,9 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
 
   // ---- validate everything before writing anything -------------------------
   s.meta = validate_dataset_collective(cfg.data_path);
+  if (cfg.data_eval_split == "val" && s.meta.val_size == 0)
+    throw UserError(origin + ": data.eval_split = \"val\" but " + cfg.data_path + " has no /val split; "
+                    "write one with `vitkd prepare ... --val-fraction 0.1` or set data.eval_split = \"test\"");
   s.spec = spec_from_config(cfg);
   check_spec_fits_data(s.spec, s.meta, origin, "model.", "", s.spec.image_size);
   check_views_fit(augment_from_config(cfg), s.meta);
@@ -369,6 +374,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   ta.flops_per_sample = s.flops_per_sample;
   ta.gemm_bf16_flops_per_core = s.gemm_ceiling;
   ta.compute = s.precision.compute;
+  ta.eval_split = cfg.data_eval_split;
   echo_sifting(cfg, plan);
   return out;
 }

@@ -72,7 +72,10 @@ struct TrainSetup {
   std::unique_ptr<FlatParams> flat;
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<ShardedAdamW> opt;
-  std::unique_ptr<Loader> train, test;
+  std::unique_ptr<Loader> train, test;  ///< test: the evaluations' split (data.eval_split)
+  /// The test split when data.eval_split is "val" (null otherwise: `test` is it).
+  std::unique_ptr<Loader> final_test;
+  Loader& test_split() { return final_test ? *final_test : *test; }
   TimingLogAttrs timing_attrs;
   double flops_per_sample = 0;       ///< training FLOPs per trained sample (matrix products)
   PrecisionChoice precision;         ///< precision.compute / .reduce as resolved for this hardware

@@ -95,7 +95,7 @@ void evaluate_epoch(TrainSetup& s, RunState& st, TimingLog& tlog, PhaseTimes& ti
   st.test_top1 = evaluate_now(s, st, times, epoch, t_train);
   st.top1_per_epoch.push_back(st.test_top1);
   tlog.record_eval(st.step, epoch, st.test_top1);
-  log0("epoch %lld: test top-1 %.4f\n", (long long)epoch + 1, st.test_top1);
+  log0("epoch %lld: %s top-1 %.4f\n", (long long)epoch + 1, s.test->split_name().c_str(), st.test_top1);
 }
 
 [[noreturn]] void abort_bad_steps(const Config& cfg, const std::string& diagnostic, int64_t bad_run,
@@ -189,7 +189,8 @@ int train_main(const Config& cfg, const std::string& origin) {
                                                   seconds_since(t_train), times),
                         st.bad_run, st.step);
       if (cfg.train_eval_every_steps > 0 && st.step % cfg.train_eval_every_steps == 0)
-        log0("step %lld: test top-1 %.4f\n", (long long)st.step, evaluate_now(s, st, times, epoch, t_train));
+        log0("step %lld: %s top-1 %.4f\n", (long long)st.step, s.test->split_name().c_str(),
+             evaluate_now(s, st, times, epoch, t_train));
       if (preempt) {
         engine.settle();
         write_run_checkpoint(CheckpointKind::Preempted, cfg, s, st, selector, pool,
@@ -237,9 +238,14 @@ int train_main(const Config& cfg, const std::string& origin) {
   write_run_checkpoint(CheckpointKind::Final, cfg, s, st, selector, pool, seconds_since(t_train), times);
   times.settle();
   timing.phase_seconds.assign(times.total.begin(), times.total.end());
+  if (cfg.train_final_eval) {  // the final model's one pass over the test split, per sample
+    SplitPredictions p;
+    evaluate(s.student, s.test_split(), s.meta, plan.augment, plan.bf16, &p);
+    timing.test_predictions = std::move(p);
+  }
   if (plan.distilling() && cfg.distill_eval_agreement) {
     const TeacherAgreement a =
-        teacher_agreement(s.student, *s.teacher, *s.test, s.meta, plan.augment, plan.bf16, plan.distill.temperature);
+        teacher_agreement(s.student, *s.teacher, s.test_split(), s.meta, plan.augment, plan.bf16, plan.distill.temperature);
     timing.agreement = a;
     log0("test agreement with the teacher %.4f, KL to the teacher %.4f nats (%.4f at temperature %g); "
          "the teacher's own test top-1 %.4f\n", a.agreement, a.kl, a.kl_tau, plan.distill.temperature,

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Does distillation pay? The pre-registered comparison of docs/learning-log.md
+# (2026-12-02, issue 36): arms A (student alone, 32 epochs), B (A with label
+# smoothing 0.1), C (distilled from the convnet teacher, DeiT hard through the
+# distillation token), Cs (C with the soft loss), D (distilled from a ViT
+# teacher, when VIT_TEACHER is given), E (student alone, 64 epochs), at seeds
+# SEEDS, seed by seed, the arms' order rotated per seed. Every run evaluates
+# on the validation split and reads the test split once (test_predictions.json).
+# Each stage is skipped when its result exists (stop and rerun: a stopped
+# training run resumes from its checkpoint).
+#   jobs/compare.sh                 (needs build/vitkd)
+#   ESTIMATE=1 jobs/compare.sh      one epoch of A and of C into OUT/estimate/, and the whole
+#                                   comparison's duration from them (nothing else runs)
+# Environment:
+#   OUT=runs/compare  SEEDS="11 12 13 14"  NP=2  ARMS="A B C Cs D E"
+#   DATA=data/fmnist-val.h5 (made here when missing: --val-fraction 0.1 --val-seed 1)
+#   TEACHER=teachers/fmnist-cnn.pt (made here when missing: jobs/teacher_cnn.py, 10 epochs)
+#   VIT_TEACHER=       a vitkd checkpoint for arm D, chosen on the validation split; D is
+#                      skipped (with a line) without it
+# Report: OUT/compare.md, analysis/lift.py per comparison (C-A, C-B, C-E, Cs-A, D-A).
+# Duration (ESTIMATE=1, one epoch each, 2026-12-02, the 2 cores shared with other work): about
+# 3.7 h per seed, 15 h for the 4 seeds with D; on a quiet machine about 7 h (docs/learning-log.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source jobs/env.sh
+OUT=${OUT:-runs/compare}
+SEEDS=${SEEDS:-11 12 13 14}
+NP=${NP:-2}
+ARMS=${ARMS:-A B C Cs D E}
+DATA=${DATA:-data/fmnist-val.h5}
+TEACHER=${TEACHER:-teachers/fmnist-cnn.pt}
+VIT_TEACHER=${VIT_TEACHER:-}
+VITKD=build/vitkd
+CONFIG=inputs/fmnist-distill-cnn.toml
+[ -x "$VITKD" ] || { echo "no $VITKD; build it first (jobs/build.sh)" >&2; exit 2; }
+mkdir -p "$OUT"
+[ -f "$DATA" ] || "$VITKD" prepare fashion-mnist --out "$DATA" --val-fraction 0.1 --val-seed 1
+if [ ! -f "$TEACHER" ]; then
+  nice -n 19 /usr/bin/python3 jobs/teacher_cnn.py --data "$DATA" --out "$TEACHER" \
+    --json "$OUT/teacher-cnn.json" --epochs 10 --batch 256 --lr 0.2
+fi
+
+# arm_args ARM: the keys over CONFIG that make the arm (docs/learning-log.md's table).
+arm_args() {
+  local alone=(--set run.mode=teacher --set model.dist_token=false --set 'teacher.torchscript=""')
+  case $1 in
+    A) ARGS=("${alone[@]}") ;;
+    B) ARGS=("${alone[@]}" --set train.label_smoothing=0.1) ;;
+    C) ARGS=(--set "teacher.torchscript=$TEACHER") ;;
+    Cs) ARGS=(--set "teacher.torchscript=$TEACHER" --set distill.kind=soft) ;;
+    D) ARGS=(--set 'teacher.torchscript=""' --set "teacher.checkpoint=$VIT_TEACHER") ;;
+    E) ARGS=("${alone[@]}" --set train.epochs=64) ;;
+    *) echo "compare: unknown arm '$1' (A B C Cs D E)" >&2; exit 2 ;;
+  esac
+  ARGS+=(--set "data.path=$DATA")
+}
+# train NAME ARM ARGS...: one run into OUT/NAME, unless it has finished.
+train() {
+  local name=$1 arm=$2; shift 2
+  if [ -f "$OUT/$name/result.json" ]; then echo "compare: $name: done"; return; fi
+  arm_args "$arm"
+  mkdir -p "$(dirname "$OUT/$name")"
+  echo "compare: $name: $(date -u +%H:%M:%S) -> $OUT/$name.log"
+  mpirun -n "$NP" --bind-to none "$VITKD" train "$CONFIG" --set run.out_dir="$OUT/$name" "${ARGS[@]}" "$@" \
+    >> "$OUT/$name.log" 2>&1 || { echo "compare: $name failed (exit $?); see $OUT/$name.log" >&2; exit 1; }
+  tail -n 1 "$OUT/$name.log"
+}
+
+if [ -n "${ESTIMATE:-}" ]; then
+  # One epoch of the cheapest (A) and the dearest 32-epoch arm (C, the live teacher).
+  train estimate/A-1ep A --set train.epochs=1 --set run.seed=11
+  train estimate/C-1ep C --set train.epochs=1 --set run.seed=11
+  /usr/bin/python3 - "$OUT/estimate" "$SEEDS" "$ARMS" <<'PY'
+import json, sys
+d, seeds, arms = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+a = json.load(open(f"{d}/A-1ep/result.json"))["evaluations"][-1]["train_seconds"]
+rc = json.load(open(f"{d}/C-1ep/result.json"))
+c = rc["evaluations"][-1]["train_seconds"]
+teacher = rc["phase_seconds_rank0"][1]  # timing.h5's phases: data_wait, teacher_forward, ...
+# On a shared machine one run can be slowed more than the other: C's epoch without its teacher
+# phase is the same work as A's epoch, so A's is taken as the smaller of the two.
+print(f"measured: A {a:.0f} s, C {c:.0f} s of which the teacher's forward passes {teacher:.0f} s")
+a = min(a, c - teacher)
+# Per arm: epochs x the measured epoch (A's for the arms without a teacher, C's with one; D's ViT
+# teacher is taken as dear as C's), plus 32 evaluations of ~2 % (not measured separately).
+cost = {"A": 32 * a, "B": 32 * a, "C": 32 * c, "Cs": 32 * c, "D": 32 * c, "E": 64 * a}
+total = len(seeds) * sum(cost[x] for x in arms) * 1.02
+print(f"one epoch: A {a:.0f} s, C {c:.0f} s (training time without evaluation); per seed "
+      + ", ".join(f"{x} {cost[x] / 60:.0f} min" for x in arms)
+      + f"; {len(seeds)} seeds: about {total / 3600:.1f} h")
+PY
+  exit 0
+fi
+
+order=($ARMS)
+i=0
+for s in $SEEDS; do
+  n=${#order[@]}
+  for ((k = 0; k < n; ++k)); do
+    arm=${order[$(((k + i) % n))]}
+    if [ "$arm" = D ] && [ -z "$VIT_TEACHER" ]; then echo "compare: D-s$s: not run (no VIT_TEACHER)"; continue; fi
+    train "$arm-s$s" "$arm" --set run.seed="$s"
+  done
+  i=$((i + 1))
+done
+
+# analysis/lift.py per comparison: X's runs as distill-s<N>, Y's as alone-s<N>.
+report() {
+  local x=$1 y=$2; shift 2
+  local dir=$OUT/cmp-$x-$y
+  for s in $SEEDS; do [ -f "$OUT/$x-s$s/result.json" ] && [ -f "$OUT/$y-s$s/result.json" ] || { echo "compare: $x-$y: not all runs exist"; return; }; done
+  rm -rf "$dir"; mkdir -p "$dir"
+  for s in $SEEDS; do ln -s "../$x-s$s" "$dir/distill-s$s"; ln -s "../$y-s$s" "$dir/alone-s$s"; done
+  { echo "## $x against $y"; echo; /usr/bin/python3 analysis/lift.py --runs "$dir" --seeds "$SEEDS" --live "$@" \
+      --figure "$dir/lift.png" || echo "(lift.py refused: see above)"; echo; } >> "$OUT/compare.md"
+}
+: > "$OUT/compare.md"
+report C A; report C B; report C E --epochs-may-differ; report Cs A; report D A
+echo "compare: wrote $OUT/compare.md"
