@@ -42,21 +42,21 @@ void inverse_affine(double cx, double cy, double angle, double tx, double ty, do
   for (int i = 0; i < 6; ++i) m[i] = static_cast<float>(k[i]);
 }
 
-// torchvision's equalize (PIL's algorithm) on one channel of n pixels.
-void equalize(uint8_t* q, int64_t n) {
+// torchvision's equalize (PIL's algorithm) as a lookup table for one channel
+// of n pixels `q` (the identity when the histogram is too narrow).
+std::array<float, 256> equalize_lut(const uint8_t* q, int64_t n) {
   std::array<int64_t, 256> hist{};
   for (int64_t i = 0; i < n; ++i) ++hist[q[i]];
   int top = 255;
   while (top > 0 && hist[top] == 0) --top;  // the largest value present
   const int64_t step = (n - hist[top]) / 255;
-  if (step == 0) return;
-  std::array<uint8_t, 256> lut{};
+  std::array<float, 256> lut{};
   int64_t cum = 0;
   for (int v = 0; v < 256; ++v) {
-    lut[v] = static_cast<uint8_t>(std::min<int64_t>(255, v == 0 ? 0 : (cum + step / 2) / step));
+    lut[v] = step == 0 ? float(v) : float(std::min<int64_t>(255, v == 0 ? 0 : (cum + step / 2) / step));
     cum += hist[v];
   }
-  for (int64_t i = 0; i < n; ++i) q[i] = lut[q[i]];
+  return lut;
 }
 
 }  // namespace
@@ -145,31 +145,19 @@ void apply_colour_op(const PolicyOp& op, int64_t c, int64_t s, const std::vector
   auto blend = [&](float v, float other) {
     return float(int(std::clamp(f * v + (1.0f - f) * other, 0.0f, 255.0f)));
   };
-  out.assign(q.begin(), q.end());
   // torchvision's grey: 0.2989 R + 0.587 G + 0.114 B in float, floored for uint8 images.
   auto grey = [&](int64_t i) {
     return float(int(float(q[i]) * 0.2989f + float(q[plane + i]) * 0.587f + float(q[2 * plane + i]) * 0.114f));
   };
-  switch (op.op) {
-    case PolicyOpKind::Brightness:
-      for (size_t i = 0; i < out.size(); ++i) out[i] = blend(q[i], 0.0f);
-      break;
-    case PolicyOpKind::Color:
-      if (c == 3)
-        for (int64_t i = 0; i < plane; ++i) {
-          const float gi = grey(i);
-          for (int64_t ch = 0; ch < 3; ++ch) out[ch * plane + i] = blend(q[ch * plane + i], gi);
-        }
-      break;
-    case PolicyOpKind::Contrast: {
-      double sum = 0;
-      for (int64_t i = 0; i < plane; ++i) sum += c == 3 ? grey(i) : float(q[i]);
-      const float m = static_cast<float>(sum / double(plane));
-      for (size_t i = 0; i < out.size(); ++i) out[i] = blend(q[i], m);
-      break;
-    }
-    case PolicyOpKind::Sharpness:
-      if (s <= 2) break;
+  if (op.op == PolicyOpKind::Color || op.op == PolicyOpKind::Sharpness) {
+    // Ops that read a pixel's neighbours or its other channels: a result image.
+    out.assign(q.begin(), q.end());
+    if (op.op == PolicyOpKind::Color && c == 3) {
+      for (int64_t i = 0; i < plane; ++i) {
+        const float gi = grey(i);
+        for (int64_t ch = 0; ch < 3; ++ch) out[ch * plane + i] = blend(q[ch * plane + i], gi);
+      }
+    } else if (op.op == PolicyOpKind::Sharpness && s > 2) {
       for (int64_t ch = 0; ch < c; ++ch)
         for (int64_t y = 1; y < s - 1; ++y)
           for (int64_t x = 1; x < s - 1; ++x) {
@@ -180,37 +168,48 @@ void apply_colour_op(const PolicyOp& op, int64_t c, int64_t s, const std::vector
             const float blurred = (acc / 13.0f + 8388608.0f) - 8388608.0f, v = float(p[0]);  // round half to even
             out[ch * plane + y * s + x] = float(int(std::clamp(v + (1.0f - f) * (blurred - v), 0.0f, 255.0f)));
           }
-      break;
-    case PolicyOpKind::Posterize: {
-      const int bits = static_cast<int>(op.magnitude);
-      const uint8_t mask = static_cast<uint8_t>(0xff ^ ((1 << (8 - bits)) - 1));
-      for (size_t i = 0; i < out.size(); ++i) out[i] = float(q[i] & mask);
-      break;
     }
-    case PolicyOpKind::Solarize:
-      for (size_t i = 0; i < out.size(); ++i) out[i] = float(q[i]) >= op.magnitude ? 255.0f - float(q[i]) : float(q[i]);
-      break;
-    case PolicyOpKind::AutoContrast:
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const auto [lo_it, hi_it] = std::minmax_element(q.begin() + ch * plane, q.begin() + (ch + 1) * plane);
-        float lo = *lo_it, hi = *hi_it;
-        if (lo == hi) lo = 0.0f, hi = 255.0f;
-        const float k = 255.0f / (hi - lo);
-        for (int64_t i = 0; i < plane; ++i)
-          out[ch * plane + i] = float(int(std::clamp((float(q[ch * plane + i]) - lo) * k, 0.0f, 255.0f)));
-      }
-      break;
-    case PolicyOpKind::Equalize:
-      for (int64_t ch = 0; ch < c; ++ch) {
-        equalize(q.data() + ch * plane, plane);
-        for (int64_t i = 0; i < plane; ++i) out[ch * plane + i] = q[ch * plane + i];
-      }
-      break;
-    default:
-      break;
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < plane; ++i) view[ch * plane + i] = out[ch * plane + i] * scale[ch] + shift[ch];
+    return;
   }
-  for (int64_t ch = 0; ch < c; ++ch)
-    for (int64_t i = 0; i < plane; ++i) view[ch * plane + i] = out[ch * plane + i] * scale[ch] + shift[ch];
+  // Ops of a pixel's own grey level (given the image's statistics): a table of
+  // 256 results per channel, then one pass.
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const uint8_t* qc = q.data() + ch * plane;
+    std::array<float, 256> lut{};
+    if (op.op == PolicyOpKind::Equalize) lut = equalize_lut(qc, plane);
+    float lo = 0.0f, k = 1.0f, m = 0.0f;
+    if (op.op == PolicyOpKind::AutoContrast) {
+      const auto [lo_it, hi_it] = std::minmax_element(qc, qc + plane);
+      float hi = *hi_it;
+      lo = *lo_it;
+      if (lo == hi) lo = 0.0f, hi = 255.0f;
+      k = 255.0f / (hi - lo);
+    }
+    if (op.op == PolicyOpKind::Contrast) {  // the mean grey of the whole image (all channels)
+      double sum = 0;
+      for (int64_t i = 0; i < plane; ++i) sum += c == 3 ? grey(i) : float(q[i]);
+      m = static_cast<float>(sum / double(plane));
+    }
+    const int bits = op.op == PolicyOpKind::Posterize ? static_cast<int>(op.magnitude) : 8;
+    const uint8_t mask = static_cast<uint8_t>(0xff ^ ((1 << (8 - bits)) - 1));
+    for (int g = 0; g < 256; ++g) {
+      const float v = float(g);
+      switch (op.op) {
+        case PolicyOpKind::Brightness: lut[g] = blend(v, 0.0f); break;
+        case PolicyOpKind::Contrast: lut[g] = blend(v, m); break;
+        case PolicyOpKind::Posterize: lut[g] = float(g & mask); break;
+        case PolicyOpKind::Solarize: lut[g] = v >= op.magnitude ? 255.0f - v : v; break;
+        case PolicyOpKind::AutoContrast: lut[g] = float(int(std::clamp((v - lo) * k, 0.0f, 255.0f))); break;
+        case PolicyOpKind::Equalize: break;  // the table above
+        default: lut[g] = v; break;
+      }
+      lut[g] = lut[g] * scale[ch] + shift[ch];
+    }
+    float* vc = view + ch * plane;
+    for (int64_t i = 0; i < plane; ++i) vc[i] = lut[qc[i]];
+  }
 }
 
 }  // namespace vitkd
