@@ -88,7 +88,7 @@ TeacherAgreement teacher_agreement(ViT& model, Teacher& teacher, Loader& test, c
   model->eval();
   double sums[5] = {0, 0, 0, 0, 0};  // agreeing samples, KL sum, samples, KL sum at tau, teacher correct
   const torch::Device dev = model->parameters().front().device();
-  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y, const Batch& b) {
+  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y, const Batch&) {
     torch::Tensor s;
     {
       AutocastBf16 ac(bf16, dev.type());
@@ -117,7 +117,7 @@ double teacher_top1(Teacher& teacher, Loader& test, const DatasetMeta& meta, con
                     const torch::Device& dev) {
   torch::NoGradGuard ng;
   double counts[2] = {0, 0};  // correct, samples
-  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y, const Batch& b) {
+  for_each_test_batch(test, meta, views, dev, [&](const torch::Tensor& x, const torch::Tensor& y, const Batch&) {
     counts[0] += double(teacher.logits(x).argmax(-1).eq(y).sum().item<int64_t>());
     counts[1] += double(y.size(0));
   });
