@@ -14,16 +14,6 @@ torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpe
   return x;
 }
 
-torch::Tensor batch_input_views(const Batch& b, const DatasetMeta& m, const ViewParams* views, int64_t s,
-                                bool pinned) {
-  auto x = torch::empty({b.size(), m.channels, s > 0 ? s : m.height, s > 0 ? s : m.width},
-                        torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(pinned));
-  if (b.size() > 0)
-    normalize_views(b.pixels.data(), views, b.size(), m.height, m.width, m.channels, m.mean, m.std,
-                    x.data_ptr<float>(), s);
-  return x;
-}
-
 TrainInputs train_inputs(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, const ViewParams* views,
                          const ViewParams* partner_views, bool pinned) {
   const int64_t s = output_side(aug, m.height);

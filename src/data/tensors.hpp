@@ -15,11 +15,6 @@ namespace vitkd {
 /// memory (needs CUDA LibTorch), so that a non-blocking copy to a GPU
 /// overlaps the host's next work.
 torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, bool pinned = false);
-/// The same with the views given: views [b.size()] replayed (normalize_views),
-/// e.g. the ones a teacher-view cache recorded, resampled to S x S (`s` = 0:
-/// the stored size).
-torch::Tensor batch_input_views(const Batch& b, const DatasetMeta& m, const ViewParams* views, int64_t s,
-                                bool pinned = false);
 /// A training batch as tensors: the input x float32 [n, C, S, S], and the
 /// targets y: the labels int64 [n], or with mixing the mixed labels float32
 /// [n, K] (lam * onehot(y) + (1 - lam) * onehot(y_partner); rows sum to 1).
