@@ -26,6 +26,7 @@
 #include "model/precision.hpp"
 #include "model/vit.hpp"
 #include "optim/adamw.hpp"
+#include "util/alloc.hpp"
 #include "util/kokkos_session.hpp"
 #include "util/timing.hpp"
 #include "util/error.hpp"
@@ -293,6 +294,7 @@ int bench_loader(const cli::Args& a) {
   const DatasetMeta meta = validate_dataset_collective(a.text("data"));
   kokkos_ensure(1);
   torch::set_num_threads(1);
+  keep_freed_memory();  // as training does (util/alloc.hpp): a batch's buffers are not faulted in anew
   AugmentSpec aug;
   aug.enabled = a.text("crop") != "none";
   aug.crop = a.text("crop") == "pad" ? CropKind::Pad : CropKind::RandomResized;

@@ -79,17 +79,35 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
                 for (int64_t x = 0; x < ow; ++x) dst(b, ch, y, x) = value(y, x, ch);
             return;
           }
-          for (int64_t y = 0; y < oh; ++y) {
-            const int64_t r0 = y0(b, y), r1 = y1(b, y);
-            const float l1y = ly(b, y), l0y = 1.f - l1y;
+          // Separable: every source row the view reads, resampled along x once
+          // (value()'s inner sums), then pairs of such rows blended along y over
+          // contiguous memory. The same operations in the same order as value(),
+          // so the same bits; the rows between the first and the last that no
+          // output reads (a box taller than the output) are skipped.
+          const int64_t first = y0(b, 0), rows = y1(b, oh - 1) - first + 1, stride = c * ow;
+          thread_local std::vector<float> across;  // [rows, C, S]: per thread, reused
+          thread_local std::vector<uint8_t> used;
+          across.resize(static_cast<size_t>(rows * stride));
+          used.assign(static_cast<size_t>(rows), 0);
+          for (int64_t y = 0; y < oh; ++y) used[y0(b, y) - first] = used[y1(b, y) - first] = 1;
+          for (int64_t r = 0; r < rows; ++r) {
+            if (!used[r]) continue;
+            float* row = across.data() + r * stride;
             for (int64_t x = 0; x < ow; ++x) {
               const int64_t c0 = x0(b, x), c1 = x1(b, x);
               const float l1x = lx(b, x), l0x = 1.f - l1x;
-              for (int64_t ch = 0; ch < c; ++ch) {
-                const float px = l0y * (l0x * float(src(b, r0, c0, ch)) + l1x * float(src(b, r0, c1, ch))) +
-                                 l1y * (l0x * float(src(b, r1, c0, ch)) + l1x * float(src(b, r1, c1, ch)));
-                dst(b, ch, y, x) = px * scale(ch) + shift(ch);
-              }
+              for (int64_t ch = 0; ch < c; ++ch)
+                row[ch * ow + x] = l0x * float(src(b, first + r, c0, ch)) + l1x * float(src(b, first + r, c1, ch));
+            }
+          }
+          for (int64_t y = 0; y < oh; ++y) {
+            const float l1y = ly(b, y), l0y = 1.f - l1y;
+            for (int64_t ch = 0; ch < c; ++ch) {
+              const float* top = across.data() + (y0(b, y) - first) * stride + ch * ow;
+              const float* bottom = across.data() + (y1(b, y) - first) * stride + ch * ow;
+              const float k = scale(ch), d = shift(ch);
+              float* o = &dst(b, ch, y, 0);
+              for (int64_t x = 0; x < ow; ++x) o[x] = (l0y * top[x] + l1y * bottom[x]) * k + d;
             }
           }
           return;
@@ -106,8 +124,20 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
             const float xs = (m[0] * xc + m[1] * yc + m[2] + hw - 0.5f + 12582912.0f) - 12582912.0f;
             const float ys = (m[3] * xc + m[4] * yc + m[5] + hh - 0.5f + 12582912.0f) - 12582912.0f;
             const bool inside = xs >= 0.f && xs < float(ow) && ys >= 0.f && ys < float(oh);
-            for (int64_t ch = 0; ch < c; ++ch)
-              dst(b, ch, y, x) = inside ? value(int64_t(ys), int64_t(xs), ch) : shift(ch);
+            if (!inside || copy) {
+              for (int64_t ch = 0; ch < c; ++ch)
+                dst(b, ch, y, x) = inside ? value(int64_t(ys), int64_t(xs), ch) : shift(ch);
+              continue;
+            }
+            // value() with its taps read once for all channels (the same bits).
+            const int64_t vy = int64_t(ys), vx = int64_t(xs);
+            const int64_t r0 = y0(b, vy), r1 = y1(b, vy), c0 = x0(b, vx), c1 = x1(b, vx);
+            const float l1y = ly(b, vy), l0y = 1.f - l1y, l1x = lx(b, vx), l0x = 1.f - l1x;
+            for (int64_t ch = 0; ch < c; ++ch) {
+              const float px = l0y * (l0x * float(src(b, r0, c0, ch)) + l1x * float(src(b, r0, c1, ch))) +
+                               l1y * (l0x * float(src(b, r1, c0, ch)) + l1x * float(src(b, r1, c1, ch)));
+              dst(b, ch, y, x) = px * scale(ch) + shift(ch);
+            }
           }
       };
 #ifdef KOKKOS_ENABLE_SERIAL
