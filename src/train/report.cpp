@@ -5,6 +5,7 @@
 
 #include "comm/world.hpp"
 #include "io/json.hpp"
+#include "util/torch_compat.hpp"
 
 namespace vitkd {
 
@@ -158,6 +159,7 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("skipped_steps", st.bad_steps)
         .set("test_top1_per_epoch", st.top1_per_epoch)
         .set("threads_per_rank", s.plan.threads)
+        .set("libtorch", libtorch_version())
         .set("compute", s.precision.compute)
         .set("compute_requested", s.precision.requested)
         .set("compute_reason", s.precision.why)

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <string>
 #include <utility>
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
@@ -18,6 +19,12 @@
 #endif
 
 namespace vitkd {
+
+/// The LibTorch this binary was built against, "MAJOR.MINOR.PATCH" (result.json's `libtorch`).
+inline std::string libtorch_version() {
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+         std::to_string(TORCH_VERSION_PATCH);
+}
 
 /// Enables autocast to bfloat16 on `device` (CPU or CUDA) for its scope
 /// (matrix products run in bf16, numerically sensitive ops in fp32) and
