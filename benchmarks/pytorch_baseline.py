@@ -166,6 +166,14 @@ def parse_args(argv=None):
     p.add_argument("--mlp-ratio", type=float, default=4.0)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--dist-token", action="store_true", help="DeiT distillation token and head")
+    p.add_argument("--timm-student", default="",
+                   help="train this timm model (e.g. vit_small_patch16_224, random weights, timm's own "
+                        "init) instead of vitkd's ViT; the model flags other than --image-size and "
+                        "--classes are then unused")
+    p.add_argument("--timm-teacher", default="",
+                   help="distill mode: this timm model (random weights, eval, no grad) as the teacher "
+                        "instead of --teacher's checkpoint (a throughput benchmark: the targets are "
+                        "meaningless)")
     p.add_argument("--norm-eps", type=float, default=1e-6, help="LayerNorm epsilon")
     p.add_argument("--init", choices=("trunc_normal", "torch"), default="trunc_normal",
                    help="weight initialisation (vitkd's model.init)")
@@ -224,8 +232,8 @@ def parse_args(argv=None):
         p.error("--warmup-fraction must be in [0, 1]")
     if not 0 < a.norm_eps < 1 or a.min_lr < 0 or a.grad_clip < 0:
         p.error("--norm-eps must be in (0, 1), --min-lr and --grad-clip >= 0")
-    if a.mode == "distill" and not a.teacher:
-        p.error("--mode distill needs --teacher CHECKPOINT.h5")
+    if a.mode == "distill" and not (a.teacher or a.timm_teacher):
+        p.error("--mode distill needs --teacher CHECKPOINT.h5 or --timm-teacher NAME")
     if a.image_size % a.patch or a.dim % a.heads:
         p.error("--patch must divide --image-size and --heads must divide --dim")
     if min(a.batch_size, a.epochs, a.log_every, a.nproc) < 1 or a.max_steps < 0:
@@ -347,6 +355,26 @@ def schedule_lr(seen, warmup, total, peak, floor):
     return floor + 0.5 * (peak - floor) * (1.0 + math.cos(math.pi * t))
 
 
+class TimmHeads(nn.Module):
+    """A timm model behind vitkd_model.ViT's forward_heads (no distillation head)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)
+
+    def forward_heads(self, x):
+        return self.model(x), None
+
+
+def timm_model(name, args):
+    import timm  # PyPI's; only this option needs it
+    return timm.create_model(name, pretrained=False, num_classes=args.classes, img_size=args.image_size,
+                             in_chans=args.channels)
+
+
 class Heads(nn.Module):
     """DDP needs the call to go through forward: returns (cls, dist or None)."""
 
@@ -428,9 +456,12 @@ def train(args):
         raise SystemExit(f"{args.data}: images are {c}x{h}x{w}, the model expects "
                          f"{args.channels}x{args.image_size}x{args.image_size}")
 
-    vit = vitkd_model.ViT(args.image_size, args.channels, args.patch, args.dim, args.depth,
-                          args.heads, args.mlp_ratio, args.classes, args.dist_token, args.norm_eps)
-    (init_like_torch if args.init == "torch" else init_like_vitkd)(vit)
+    if args.timm_student:
+        vit = TimmHeads(timm_model(args.timm_student, args))  # timm's own initialisation
+    else:
+        vit = vitkd_model.ViT(args.image_size, args.channels, args.patch, args.dim, args.depth,
+                              args.heads, args.mlp_ratio, args.classes, args.dist_token, args.norm_eps)
+        (init_like_torch if args.init == "torch" else init_like_vitkd)(vit)
     vit = vit.to(device)
     parameters = sum(p.numel() for p in vit.parameters())
     # broadcasts rank 0's weights
@@ -444,7 +475,13 @@ def train(args):
         step_model = torch.compile(model)
 
     teacher = None
-    if args.mode == "distill":
+    if args.mode == "distill" and args.timm_teacher:
+        teacher = timm_model(args.timm_teacher, args).to(device)
+        teacher.requires_grad_(False)
+        teacher.eval()
+        if args.compile:
+            teacher = torch.compile(teacher)
+    elif args.mode == "distill":
         teacher = vitkd_model.load_checkpoint(args.teacher).to(device)
         teacher.requires_grad_(False)
         teacher.eval()
@@ -527,6 +564,8 @@ def train(args):
     dist.barrier()
     t_train = time.perf_counter()
     t_window, window_samples = t_train, 0
+    step_seconds = []  # rank 0's wall time of every step (the steps end in a collective)
+    t_step = t_train
     for epoch in range(args.epochs):
         gen = torch.Generator()
         gen.manual_seed(args.seed + epoch)
@@ -567,6 +606,10 @@ def train(args):
             else:
                 opt.step()
             step += 1
+            sync()
+            now = time.perf_counter()
+            step_seconds.append(now - t_step)
+            t_step = now
             samples_trained += global_n
             window_samples += global_n
             if t_timed is not None:
@@ -636,6 +679,9 @@ def train(args):
                        ("recipe", "init", "decay", "norm_eps", "lr", "min_lr", "warmup_steps",
                         "weight_decay", "grad_clip")},
             "evaluations": evaluations,
+            "step_seconds": step_seconds,
+            "models": {"student": args.timm_student or "vitkd_model.ViT",
+                       "teacher": (args.timm_teacher or args.teacher) if teacher is not None else None},
             "time_to_accuracy": time_to_accuracy(evaluations, args.accuracy_thresholds),
             "device": str(device),
         }
