@@ -67,6 +67,27 @@ TEST(Dataset, WrittenDatasetValidatesAndReadsBackExactly) {
   std::remove(p.c_str());
 }
 
+TEST(Dataset, ScatteredRowWritesLandOnTheirRowsOnly) {
+  const test::TempDir tmp;
+  const std::string p = tmp / "rows.h5";
+  H5Obj f = h5_create(p);
+  H5Obj d = h5_create_dataset_chunked(f, "/x", H5T_NATIVE_FLOAT, {10, 3}, 4);
+  std::vector<float> zero(30, 0.0f), got(30);
+  h5_write_slab(d.get(), 0, 10, zero.data(), false);
+  const std::vector<int64_t> rows{1, 2, 5, 9};  // runs and single rows, across chunks
+  std::vector<float> v(rows.size() * 3);
+  for (size_t q = 0; q < v.size(); ++q) v[q] = 1.0f + float(q);
+  h5_write_rows(d.get(), rows, 3, v.data());
+  h5_write_rows(d.get(), std::vector<int64_t>{}, 3, v.data());  // nothing
+  EXPECT_THROW(h5_write_rows(d.get(), std::vector<int64_t>{5, 1}, 3, v.data()), RuntimeError);
+  h5_read_slab(d.get(), 0, 10, got.data());
+  for (int64_t r = 0, q = 0; r < 10; ++r) {
+    const bool written = q < 4 && rows[q] == r;
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(got[r * 3 + j], written ? v[q * 3 + j] : 0.0f) << r << "," << j;
+    q += written;
+  }
+}
+
 TEST(Dataset, ValidationNamesTheProblem) {
   const test::TempDir tmp;
   const std::string p = tmp / "bad.h5";

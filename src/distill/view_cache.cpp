@@ -4,9 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "comm/world.hpp"
 #include "data/loader.hpp"
@@ -268,30 +273,17 @@ torch::Tensor ViewCache::targets(int64_t epoch, const torch::Tensor& idx) {
   return out;
 }
 
-ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& key, Teacher& teacher,
-                                  const DatasetMeta& meta, const AugmentSpec& aug, int64_t epochs, int64_t k,
-                                  int64_t batch) {
-  const World& w = world();
-  const auto t0 = Clock::now();
-  const int64_t n = meta.train_size, K = meta.num_classes;
-  const int64_t E = aug.enabled ? epochs : 1;  // unaugmented views never change
-  k = std::min(k, K);
-  const int64_t lo = (w.rank * n) / w.size, hi = ((w.rank + 1) * n) / w.size;
-  const int64_t row = meta.height * meta.width * meta.channels;
-  const std::string tmp = path + ".tmp";
-  H5Lock lock(h5_mutex());
-  H5Obj in = h5_open_read(meta.path, "dataset");
-  H5Obj images(VK_CHECK(H5, H5Dopen2(in, "/train/images", H5P_DEFAULT)));
-  H5Obj labels(VK_CHECK(H5, H5Dopen2(in, "/train/labels", H5P_DEFAULT)));
-  std::optional<MixPairing> pairing;  // the teacher sees the mixed views the students will train on
-  if (aug.mixing()) pairing.emplace(aug.seed, n);
-  H5Obj f = h5_create_parallel(tmp);  // collective
+namespace {
+
+// The file's root attributes: what the cache was written for.
+void write_view_attributes(hid_t f, const ViewCacheKey& key, int64_t epochs, int64_t n, int64_t k,
+                           int64_t classes, uint64_t seed) {
   h5_write_format(f, kViewsH5);
-  h5_attr_write(f, "epochs", E);
+  h5_attr_write(f, "epochs", epochs);
   h5_attr_write(f, "train_size", n);
   h5_attr_write(f, "top_k", k);
-  h5_attr_write(f, "classes", K);
-  h5_attr_write(f, "seed", static_cast<int64_t>(aug.seed));
+  h5_attr_write(f, "classes", classes);
+  h5_attr_write(f, "seed", static_cast<int64_t>(seed));
   h5_attr_write(f, "augment", int64_t(key.augment ? 1 : 0));
   h5_attr_write(f, "crop_pad", key.crop_pad);
   h5_attr_write(f, "flip", int64_t(key.flip ? 1 : 0));
@@ -307,70 +299,113 @@ ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& k
   h5_attr_write(f, "teacher", key.teacher);
   h5_attr_write(f, "teacher_id", key.teacher_id);
   if (key.teacher_test_top1 >= 0) h5_attr_write(f, "teacher_test_top1", key.teacher_test_top1);
+}
+
+// The cache's five datasets, open for writing.
+struct ViewDatasets {
+  H5Obj crop, flip, cls, prob, res;
+  void close() {
+    res.close();
+    prob.close();
+    cls.close();
+    flip.close();
+    crop.close();
+  }
+};
+
+// The teacher on one batch `b` (its indices, pixels, labels and partners read)
+// of epoch b.epoch, as a training step runs it; its rows written to the
+// batch's (epoch, sample) rows of the file.
+void cache_batch(const Batch& b, Teacher& teacher, const DatasetMeta& meta, const AugmentSpec& aug,
+                 double temperature, int64_t k, ViewDatasets& d) {
+  const int64_t m = b.size(), n = meta.train_size;
+  std::vector<ViewParams> views(static_cast<size_t>(m));
+  view_params(aug, b.epoch, b.indices.data(), m, meta.height, meta.width, views.data());
+  const torch::Tensor x = train_inputs(b, meta, aug, views.data(), nullptr).x;
+  torch::Tensor p;
+  {
+    torch::NoGradGuard ng;
+    p = teacher_soft_target(teacher.logits(x), temperature).to(torch::kCPU).contiguous();
+  }
+  auto top = p.topk(k, /*dim=*/-1, /*largest=*/true, /*sorted=*/true);
+  auto prob = std::get<0>(top).contiguous();
+  auto cls_t = std::get<1>(top).to(torch::kInt32).contiguous();
+  auto res = (1.0 - prob.to(torch::kDouble).sum(-1)).clamp_min(0.0).to(torch::kFloat32).contiguous();
+  std::vector<int16_t> crop(static_cast<size_t>(m * 4));
+  std::vector<uint8_t> flip(static_cast<size_t>(m));
+  std::vector<uint16_t> cls(static_cast<size_t>(m * k));
+  std::vector<int64_t> rows(static_cast<size_t>(m));
+  for (int64_t j = 0; j < m; ++j) {
+    crop[j * 4 + 0] = views[j].top;
+    crop[j * 4 + 1] = views[j].left;
+    crop[j * 4 + 2] = views[j].height;
+    crop[j * 4 + 3] = views[j].width;
+    flip[j] = views[j].flip;
+    rows[j] = b.epoch * n + b.indices[j];  // ascending: a rank's batch is sorted (rank_slice)
+  }
+  const int32_t* cp = cls_t.data_ptr<int32_t>();
+  for (int64_t q = 0; q < m * k; ++q) cls[q] = static_cast<uint16_t>(cp[q]);
+  h5_write_rows(d.crop, rows, 4, crop.data());
+  h5_write_rows(d.flip, rows, 1, flip.data());
+  h5_write_rows(d.cls, rows, k, cls.data());
+  h5_write_rows(d.prob, rows, k, prob.data_ptr<float>());
+  h5_write_rows(d.res, rows, 1, res.data_ptr<float>());
+}
+
+}  // namespace
+
+ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& key, Teacher& teacher,
+                                  const DatasetMeta& meta, const AugmentSpec& aug, int64_t epochs, int64_t k,
+                                  int64_t batch) {
+  const World& w = world();
+  const auto t0 = Clock::now();
+  const int64_t n = meta.train_size, K = meta.num_classes;
+  const int64_t E = aug.enabled ? epochs : 1;  // unaugmented views never change
+  k = std::min(k, K);
+  // The training loader's batches (data/loader.hpp): the epoch's permutation
+  // of seed aug.seed (run.seed), global batches of G = batch x ranks, each
+  // rank its slice in ascending sample order, the last partial batch too
+  // (a run with drop_last skips it, one without trains on it).
+  const int64_t G = batch * w.size, steps = steps_per_epoch(n, G, /*drop_last=*/false);
+  const int64_t row = meta.height * meta.width * meta.channels;
+  const std::string tmp = path + ".tmp";
+  H5Lock lock(h5_mutex());
+  H5Obj in = h5_open_read(meta.path, "dataset");
+  H5Obj images(VK_CHECK(H5, H5Dopen2(in, "/train/images", H5P_DEFAULT)));
+  H5Obj labels(VK_CHECK(H5, H5Dopen2(in, "/train/labels", H5P_DEFAULT)));
+  std::optional<MixPairing> pairing;  // the teacher sees the mixed views the students will train on
+  if (aug.mixing()) pairing.emplace(aug.seed, n);
+  H5Obj f = h5_create_parallel(tmp);  // collective
+  write_view_attributes(f, key, E, n, k, K, aug.seed);
   const int64_t rows = E * n;
-  H5Obj d_crop = h5_create_dataset_chunked(f, "/views/crop", H5T_NATIVE_INT16, {rows, 4}, kChunkRows);
-  H5Obj d_flip = h5_create_dataset_chunked(f, "/views/flip", H5T_NATIVE_UINT8, {rows}, kChunkRows);
-  H5Obj d_class = h5_create_dataset_chunked(f, "/targets/class", H5T_NATIVE_UINT16, {rows, k}, kChunkRows);
-  H5Obj d_prob = h5_create_dataset_chunked(f, "/targets/prob", H5T_NATIVE_FLOAT, {rows, k}, kChunkRows);
-  H5Obj d_res = h5_create_dataset_chunked(f, "/targets/residual", H5T_NATIVE_FLOAT, {rows}, kChunkRows);
+  ViewDatasets d;  // created collectively; every write below is independent
+  d.crop = h5_create_dataset_chunked(f, "/views/crop", H5T_NATIVE_INT16, {rows, 4}, kChunkRows);
+  d.flip = h5_create_dataset_chunked(f, "/views/flip", H5T_NATIVE_UINT8, {rows}, kChunkRows);
+  d.cls = h5_create_dataset_chunked(f, "/targets/class", H5T_NATIVE_UINT16, {rows, k}, kChunkRows);
+  d.prob = h5_create_dataset_chunked(f, "/targets/prob", H5T_NATIVE_FLOAT, {rows, k}, kChunkRows);
+  d.res = h5_create_dataset_chunked(f, "/targets/residual", H5T_NATIVE_FLOAT, {rows}, kChunkRows);
   int64_t forwards = 0;
-  Batch b;
-  std::vector<ViewParams> views;
-  std::vector<int16_t> crop;
-  std::vector<uint8_t> flip;
-  std::vector<uint16_t> cls;
   for (int64_t e = 0; e < E; ++e) {
     const auto te = Clock::now();
-    for (int64_t b0 = lo; b0 < hi; b0 += batch) {
-      const int64_t m = std::min(batch, hi - b0);
+    const std::vector<int64_t> perm = epoch_permutation(n, aug.seed, e);
+    for (int64_t s = 0; s < steps; ++s) {
+      Batch b;
       b.epoch = e;
-      b.pixels.resize(m * row);
-      b.labels.resize(m);
-      h5_read_slab(images, b0, m, b.pixels.data());
-      h5_read_slab(labels, b0, m, b.labels.data());
-      b.indices.resize(m);
-      for (int64_t j = 0; j < m; ++j) b.indices[j] = b0 + j;
+      b.step = s;
+      b.indices = rank_slice(perm, s, G, w.rank, w.size, &b.global_size);
+      if (b.indices.empty()) continue;  // a short last batch: nothing for this rank
+      b.pixels.resize(b.indices.size() * row);
+      b.labels.resize(b.indices.size());
+      h5_read_rows(images, b.indices, row, b.pixels.data());
+      h5_read_rows(labels, b.indices, 1, b.labels.data());
       if (pairing) read_partners(images, labels, *pairing, row, b);
-      views.resize(m);
-      view_params(aug, e, b.indices.data(), m, meta.height, meta.width, views.data());
-      const torch::Tensor x = train_inputs(b, meta, aug, views.data(), nullptr).x;
-      torch::Tensor p;
-      {
-        torch::NoGradGuard ng;
-        p = teacher_soft_target(teacher.logits(x), key.temperature).to(torch::kCPU).contiguous();
-      }
-      forwards += m;
-      auto top = p.topk(k, /*dim=*/-1, /*largest=*/true, /*sorted=*/true);
-      auto prob = std::get<0>(top).contiguous();
-      auto cls_t = std::get<1>(top).to(torch::kInt32).contiguous();
-      auto res = (1.0 - prob.to(torch::kDouble).sum(-1)).clamp_min(0.0).to(torch::kFloat32).contiguous();
-      crop.resize(m * 4);
-      flip.resize(m);
-      cls.resize(m * k);
-      for (int64_t j = 0; j < m; ++j) {
-        crop[j * 4 + 0] = views[j].top;
-        crop[j * 4 + 1] = views[j].left;
-        crop[j * 4 + 2] = views[j].height;
-        crop[j * 4 + 3] = views[j].width;
-        flip[j] = views[j].flip;
-      }
-      const int32_t* cp = cls_t.data_ptr<int32_t>();
-      for (int64_t q = 0; q < m * k; ++q) cls[q] = static_cast<uint16_t>(cp[q]);
-      const int64_t first = e * n + b0;
-      h5_write_slab(d_crop, first, m, crop.data(), false);
-      h5_write_slab(d_flip, first, m, flip.data(), false);
-      h5_write_slab(d_class, first, m, cls.data(), false);
-      h5_write_slab(d_prob, first, m, prob.data_ptr<float>(), false);
-      h5_write_slab(d_res, first, m, res.data_ptr<float>(), false);
+      cache_batch(b, teacher, meta, aug, key.temperature, k, d);
+      forwards += b.size();
     }
     log0("teacher-cache: epoch %lld of %lld: %lld views in %.1f s\n", (long long)e + 1, (long long)E,
          (long long)n, seconds_since(te));
   }
-  d_res.close();
-  d_prob.close();
-  d_class.close();
-  d_flip.close();
-  d_crop.close();
+  d.close();
   f.close();  // collective
   labels.close();
   images.close();

@@ -130,10 +130,16 @@ struct ViewCacheWritten {
 };
 
 /// Collective: runs `teacher` over `epochs` epochs' views (seed aug.seed) of
-/// every training sample, each rank a contiguous share of the samples in
-/// batches of `batch`, and writes the cache to `path` (parallel HDF5, through
-/// path.tmp and a rename). `k` is clamped to the class count (with one
-/// warning on rank 0).
+/// every training sample and writes the cache to `path` (parallel HDF5,
+/// through path.tmp and a rename). The teacher runs on the batches a training
+/// run of `batch` samples per rank on these ranks (and run.seed = aug.seed)
+/// hands it: each epoch's permutation in global batches of batch x ranks,
+/// each rank its slice (data/loader.hpp rank_slice), the last partial batch
+/// too, with the same mixing partners and inputs; every row goes to its
+/// (epoch, sample) row of the file. So such a run replays exactly the
+/// teacher's outputs it would compute live, in fp32 too, where the CPU's
+/// products round a row by its batch. `k` is clamped to the class count
+/// (with one warning on rank 0).
 ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& key, Teacher& teacher,
                                   const DatasetMeta& meta, const AugmentSpec& aug, int64_t epochs,
                                   int64_t k, int64_t batch);

@@ -228,30 +228,6 @@ void h5_read_slice(hid_t loc, const std::string& path, int64_t start, int64_t co
   read_check(H5Dread(d, h5_type<T>(), ms, fs, H5P_DEFAULT, out), d, what);
 }
 
-template <class T>
-void h5_read_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elems, T* out) {
-  if (rows.empty()) return;
-  H5Obj fspace(VK_CHECK(H5, H5Dget_space(dset)));
-  int nd = VK_CHECK(H5, H5Sget_simple_extent_ndims(fspace));
-  std::vector<hsize_t> dims(nd), start(nd, 0), count(nd);
-  VK_CHECK(H5, H5Sget_simple_extent_dims(fspace, dims.data(), nullptr));
-  for (int i = 1; i < nd; ++i) count[i] = dims[i];
-  bool first = true;
-  for (size_t i = 0; i < rows.size();) {
-    size_t j = i + 1;
-    while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;  // coalesce a run
-    start[0] = static_cast<hsize_t>(rows[i]);
-    count[0] = static_cast<hsize_t>(j - i);
-    VK_CHECK(H5, H5Sselect_hyperslab(fspace, first ? H5S_SELECT_SET : H5S_SELECT_OR,
-                                     start.data(), nullptr, count.data(), nullptr));
-    first = false;
-    i = j;
-  }
-  hsize_t total = static_cast<hsize_t>(rows.size() * row_elems);
-  H5Obj mspace(VK_CHECK(H5, H5Screate_simple(1, &total, nullptr)));
-  VK_CHECK(H5, H5Dread(dset, h5_type<T>(), mspace, fspace, H5P_DEFAULT, out));
-}
-
 H5Obj h5_create_dataset(hid_t loc, const std::string& path, hid_t type,
                         const std::vector<int64_t>& dims) {
   return h5_create_dataset_chunked(loc, path, type, dims, 0);
@@ -328,8 +304,7 @@ template <class T> void h5_read_slab(hid_t dset, int64_t first, int64_t count, T
   template void h5_write<T>(hid_t, const std::string&, const T*, const std::vector<int64_t>&); \
   template void h5_read<T>(hid_t, const std::string&, std::vector<T>&);                    \
   template void h5_read<T>(hid_t, const std::string&, T*, int64_t);                         \
-  template void h5_read_slice<T>(hid_t, const std::string&, int64_t, int64_t, T*);          \
-  template void h5_read_rows<T>(hid_t, const std::vector<int64_t>&, int64_t, T*);
+  template void h5_read_slice<T>(hid_t, const std::string&, int64_t, int64_t, T*);
 VITKD_H5_INSTANTIATE(uint8_t)
 VITKD_H5_INSTANTIATE(uint16_t)
 VITKD_H5_INSTANTIATE(int16_t)

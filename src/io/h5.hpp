@@ -91,6 +91,13 @@ void h5_read_slice(hid_t loc, const std::string& path, int64_t start, int64_t co
 /// union is read with a single H5Dread.
 template <class T>
 void h5_read_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elems, T* out);
+/// Writes `data` (rows.size() * row_elems elements, in the order of `rows`,
+/// sorted ascending and distinct) to rows `rows` of a dataset whose first axis
+/// is the sample axis: one H5Dwrite of coalesced hyperslabs, independent (in a
+/// file opened with the MPI-IO driver each rank writes its own rows alone).
+/// An empty `rows` writes nothing.
+template <class T>
+void h5_write_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elems, const T* data);
 
 /// Creates a dataset of `dims` (intermediate groups as needed). In a file
 /// opened with the MPI-IO driver this is collective: every rank calls it with
