@@ -17,7 +17,11 @@
 #                bf16 (about 0.7x fp32): "auto" must choose fp32, an explicit bf16 runs
 #                and warns. What runs: the Precision unit tests and the precision cases
 #                (the rest computes as under avx2: fp32 on OpenBLAS and ATen's AVX2).
-# Needs the build of jobs/build.sh. OpenBLAS (fp32 products) is not restricted.
+# Needs the build of jobs/build.sh. Under avx2 OpenBLAS (the fp32 products)
+# also runs its AVX2 kernels (OPENBLAS_CORETYPE=Haswell), which round a row of
+# a product by its place in the batch: the exact replay of a teacher-view cache
+# (distill.view_cache_replays_augmented_views) then fails if the cache was not
+# written on the training's batches, as it would on an AVX2-only CPU.
 # The unit tests run in one process (build/tests/vitkd_unit_tests), as CTest's
 # per-suite tests would, without a LibTorch start per suite.
 set -euo pipefail
@@ -28,11 +32,12 @@ E2E_AVX2='^((precision|distill|evaluation)\..*|resume\.(setup|preempted_run_resu
 E2E_AVX512_CORE='^precision\..*\.np2$'
 for restriction in avx2 avx512-core; do
   case $restriction in
-    avx2) isa=AVX2 units='*' e2e=$E2E_AVX2 ;;
-    avx512-core) isa=AVX512_CORE units='Precision.*' e2e=$E2E_AVX512_CORE ;;
+    avx2) isa=AVX2 units='*' e2e=$E2E_AVX2; export OPENBLAS_CORETYPE=Haswell ;;
+    avx512-core) isa=AVX512_CORE units='Precision.*' e2e=$E2E_AVX512_CORE; unset OPENBLAS_CORETYPE ;;
   esac
   export ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=$isa DNNL_MAX_CPU_ISA=$isa
-  echo "lane avx2 ($restriction): ATEN_CPU_CAPABILITY=$ATEN_CPU_CAPABILITY ONEDNN_MAX_CPU_ISA=$isa"
+  echo "lane avx2 ($restriction): ATEN_CPU_CAPABILITY=$ATEN_CPU_CAPABILITY ONEDNN_MAX_CPU_ISA=$isa" \
+       "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-native}"
   # The restriction must reach LibTorch: "auto" then chooses fp32.
   # (tee -a: a plain `tee /dev/stderr` reopens a log file that stderr is with O_TRUNC, erasing it)
   pick=$(build/vitkd bench gemm --millis 20 | tee -a /dev/stderr | grep 'precision.compute = "auto" chooses')
