@@ -24,6 +24,7 @@ Pure Python standard library. Exit 2 on a file that is not such a trace.
 import argparse
 import json
 import re
+import signal
 import sys
 
 STEP_NAME = re.compile(r"^(vitkd::step|timm::step|ProfilerStep#\d+)$")
@@ -125,6 +126,7 @@ def table(r, top, path):
 
 
 def main(argv=None):
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `profile_ops.py TRACE | head` ends quietly
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("trace")
     p.add_argument("--top", type=int, default=25, help="operators shown (default 25)")
