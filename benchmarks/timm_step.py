@@ -18,6 +18,15 @@ first step's time (the compilation) is reported apart.
 
 Writes JSON: images_per_second (after --warmup steps, over --steps steps),
 first_step_seconds, and the versions; exit 0.
+
+--profile-steps N --profile-out FILE: after the timed steps (their time is
+not the profiler's), N more steps run under torch.profiler (CPU activity,
+and CUDA on a GPU), each in a timm::step scope; the Chrome trace goes to FILE
+(per operator: python3 analysis/profile_ops.py FILE) and the operators'
+table, by self CPU time, is printed. A tiny run on the CPU:
+
+    python benchmarks/timm_step.py --device cpu --depth 1 --batch 2 --steps 2 --image-size 32 \
+        --out t.json --profile-steps 2 --profile-out timm-trace.json
 """
 import argparse
 import json
@@ -44,7 +53,12 @@ def main():
     p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--compile", action="store_true")
     p.add_argument("--out", required=True)
+    p.add_argument("--profile-steps", type=int, default=0,
+                   help="profile N steps after the timed ones (0 = off; needs --profile-out)")
+    p.add_argument("--profile-out", help="the Chrome trace of the profiled steps")
     a = p.parse_args()
+    if a.profile_steps < 0 or (a.profile_steps > 0) != bool(a.profile_out):
+        p.error("--profile-steps N (N >= 1) and --profile-out FILE go together")
     import timm  # the device's timm; imported here so that --help works without it
 
     dev = torch.device(a.device)
@@ -99,10 +113,29 @@ def main():
            "mode": a.mode, "compile": a.compile, "batch": a.batch, "steps": a.steps, "warmup": a.warmup,
            "image_size": a.image_size, "depth": a.depth, "torch": torch.__version__, "timm": timm.__version__,
            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}
+    if a.profile_steps:
+        profile(step, sync, dev, a.profile_steps, a.profile_out)
+        out["profile"] = {"steps": a.profile_steps, "trace": a.profile_out}
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(out, f)
     print(json.dumps(out))
+
+
+def profile(step, sync, dev, steps, path):
+    """`steps` calls of step() under torch.profiler, each in a timm::step
+    scope; the Chrome trace to `path`, the table by self CPU time printed."""
+    from torch.profiler import ProfilerActivity, record_function
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(steps):
+            with record_function("timm::step"):
+                step()
+        sync()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    prof.export_chrome_trace(path)
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20))
+    print(f"profile: {steps} step(s) in {path}; per operator: python3 analysis/profile_ops.py {path}")
 
 
 if __name__ == "__main__":

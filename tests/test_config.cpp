@@ -75,6 +75,19 @@ TEST(Config, InvalidValuesNameKeyAndFix) {
   EXPECT_NE(error_of("[distill]\nalpha = 1.5\n").find("distill.alpha"), std::string::npos);
 }
 
+TEST(Config, ProfileKeysAreOffByDefaultAndCheckedInOneLine) {
+  const Config c = parse_config("", "empty.toml");
+  EXPECT_EQ(c.train_profile_steps, 0);  // off
+  EXPECT_EQ(c.train_profile_from_step, 5);
+  EXPECT_EQ(parse_config("", "t.toml", {"train.profile_steps=2", "train.profile_from_step=1"}).train_profile_steps, 2);
+  auto e = error_of("", {"train.profile_steps=-1"});
+  EXPECT_NE(e.find("test.toml: invalid value for 'train.profile_steps': must be >= 0 (0 = off), got -1"),
+            std::string::npos) << e;
+  e = error_of("[train]\nprofile_from_step = 0\n");
+  EXPECT_NE(e.find("invalid value for 'train.profile_from_step': must be at least 1"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 TEST(Config, SyntaxErrorNamesFileAndLine) {
   auto e = error_of("[model]\ndim = = 3\n");
   EXPECT_NE(e.find("test.toml:2"), std::string::npos) << e;

@@ -85,9 +85,9 @@ if [ "${VITKD_TORCH2_TESTS:-}" = all ]; then
 else
   # Unit tests (GoogleTest, reference, layout), the MPI unit tests at 2 ranks,
   # and end-to-end tests that cover training, distillation, sifting, resume,
-  # rank invariance, TorchScript interop and user errors (their setup
-  # fixtures are pulled in by CTest).
-  E2E='^(distill\.student_learns_from_teacher|resume\.preempted_run_resumes_bit_identical|sift\.selection_same_at_one_and_np_ranks|scale\.params_equal_one_rank|export\.served_torchscript_matches_vitkd|faults\.nan_batch_is_skipped_and_counted|bad_input\.(unknown_key_in_file_names_the_nearest|device_cuda_without_cuda_is_refused_once|nccl_on_the_cpu_is_refused))\.np2$'
+  # rank invariance, TorchScript interop, the operator profile and user
+  # errors (their setup fixtures are pulled in by CTest).
+  E2E='^(distill\.student_learns_from_teacher|resume\.preempted_run_resumes_bit_identical|sift\.selection_same_at_one_and_np_ranks|scale\.params_equal_one_rank|export\.served_torchscript_matches_vitkd|faults\.nan_batch_is_skipped_and_counted|bad_input\.(unknown_key_in_file_names_the_nearest|device_cuda_without_cuda_is_refused_once|nccl_on_the_cpu_is_refused)|profile\.asked_steps_are_profiled_per_operator)\.np2$'
   # (analysis/report.py's test needs matplotlib, which the venv does not
   # install; it runs in jobs/test.sh, and nothing in it depends on LibTorch.)
   ctest --test-dir "$B" --output-on-failure -j "$J" --timeout 900 -L unit -E '^analysis\.'

@@ -464,6 +464,11 @@ void validate_config(const Config& c, const std::string& origin) {
   if (c.distill_cache_epochs < 0) bad("distill.cache_epochs", "must be >= 0 (0 = train.epochs)");
   if (c.distill_cache_top_k < 1) bad("distill.cache_top_k", "must be at least 1");
   if (c.train_max_bad_steps < 1) bad("train.max_bad_steps", "must be at least 1");
+  if (c.train_profile_steps < 0)
+    bad("train.profile_steps", "must be >= 0 (0 = off), got " + std::to_string(c.train_profile_steps));
+  if (c.train_profile_from_step < 1)
+    bad("train.profile_from_step", "must be at least 1 (steps count from 1), got " +
+                                       std::to_string(c.train_profile_from_step));
   if (c.checkpoint_every_steps < 0) bad("checkpoint.every_steps", "must be >= 0 (0 = only at the end)");
   if (c.checkpoint_keep < 1) bad("checkpoint.keep", "must be at least 1");
   if (c.checkpoint_resume.empty())

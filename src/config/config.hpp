@@ -85,6 +85,8 @@ struct PathList {
   X(train, mfu_ceiling, double, 0.0, "matrix-product FLOP/s per core of the compute precision used, for MFU (0 = measure at start-up, about 0.3 s)") \
   X(train, label_smoothing, double, 0.0, "label smoothing e in [0, 1) of the cross-entropy against labels (0 = off)") \
   X(train, max_bad_steps, int64_t, 20, "stop (with a diagnostic checkpoint) after N consecutive NaN/Inf steps") \
+  X(train, profile_steps, int64_t, 0, "record LibTorch's profiler over N training steps (teacher, student forward and backward, communication, optimizer) and write a Chrome trace per rank (profile-rank0.json, profile-rank1.json, ... in run.out_dir) for analysis/profile_ops.py (0 = off; docs/performance.md)") \
+  X(train, profile_from_step, int64_t, 5, "the first step train.profile_steps profiles (1-based; after the warm-up steps), or a resumed run's first step where that is later") \
   X(optim, lr, double, 1e-3, "peak learning rate")                                         \
   X(optim, weight_decay, double, 0.05, "AdamW decoupled weight decay")                     \
   X(optim, warmup_steps, int64_t, 200, "linear warm-up steps, then cosine decay")          \

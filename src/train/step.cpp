@@ -1,5 +1,7 @@
 #include "train/step.hpp"
 
+#include <ATen/record_function.h>
+
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -26,6 +28,7 @@ TeacherSource StepEngine::source(bool sifting) const {
 }
 
 StepOutcome StepEngine::run() {
+  RECORD_USER_SCOPE("vitkd::step");  // a step in a profile (train.profile_steps)
   const bool sifting = plan_.sifting_at(st_.step);
   if (!sifting || plan_.sift == SiftScope::Teacher) {
     // Plain data parallelism: each step trains on exactly one global batch

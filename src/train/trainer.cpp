@@ -12,6 +12,7 @@
 #include "sift/sample_pool.hpp"
 #include "train/evaluate.hpp"
 #include "train/preempt.hpp"
+#include "train/profile.hpp"
 #include "train/report.hpp"
 #include "train/resume.hpp"
 #include "train/run_state.hpp"
@@ -147,6 +148,7 @@ int train_main(const Config& cfg, const std::string& origin) {
   std::unique_ptr<TeacherTargets> targets = make_targets(cfg, s);
   TeacherCache* cache = targets ? targets->cache() : nullptr;
   StepEngine engine(cfg, s, st, pool, selector, targets.get(), times);
+  StepProfiler profiler(cfg, w.rank);  // train.profile_steps
 
   // ---- loop ------------------------------------------------------------------
   const int64_t seen_at_start = st.samples_seen;
@@ -165,12 +167,16 @@ int train_main(const Config& cfg, const std::string& origin) {
     s.train->begin_epoch(epoch, st.data_batch);
     for (StepOutcome outcome = StepOutcome::Trained; outcome == StepOutcome::Trained;) {
       if (faults.kill_rank == w.rank && faults.kill_step == st.step) std::raise(SIGKILL);  // test-only
+      profiler.before_step(st.step + 1);
       times.next_step();
       const auto t_step = Clock::now();
       const int64_t seen_before = st.samples_seen, trained_before = st.samples_trained,
                     kept_before = st.samples_kept;
       outcome = engine.run();
-      if (outcome == StepOutcome::EpochEnded) break;
+      if (outcome == StepOutcome::EpochEnded) {
+        profiler.after_step(false, false);
+        break;
+      }
       // A GPU's phase times of the step before: reading them never waits for
       // the work just queued (this step's are read at the next step).
       times.settle_lagged();
@@ -181,6 +187,9 @@ int train_main(const Config& cfg, const std::string& origin) {
         engine.settle();
       const bool preempt = record_step(tlog, st, times, epoch, seconds_since(t_step), seen_before,
                                        trained_before, kept_before);
+      // The profile goes on while the next step is one of this epoch's and this run's.
+      profiler.after_step(true, outcome == StepOutcome::Trained && st.data_batch < plan.steps_per_epoch &&
+                                    st.step < plan.total_steps && !preempt);
       if (st.step % cfg.train_log_every_steps == 0)
         log_progress(plan, st, epoch, seen_at_start, seconds_since(t_train));
       if (st.bad_run >= cfg.train_max_bad_steps) engine.settle();  // the diagnostic checkpoint: every step
