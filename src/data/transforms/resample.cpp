@@ -11,6 +11,50 @@
 
 namespace vitkd {
 
+namespace {
+
+// One view resampled from its sample's pixels `img` [H, W, C] (W = `w`)
+// into `out` [C, OH, OW], normalized, through the taps of its rows (`ty0`,
+// `ty1`, weight `tly` on ty1; OH of each) and columns (`tx0`, `tx1`, `tlx`;
+// OW of each). Separable: every source row the view reads resampled along x
+// once (the inner sums of render_views' value()), then pairs of such rows
+// blended along y over contiguous memory. The same operations in the same
+// order as value(), so the same bits; the rows between the first and the
+// last that no output reads (a box taller than the output) are skipped.
+void render_separable(const uint8_t* img, int64_t w, int64_t c, const int32_t* ty0, const int32_t* ty1,
+                      const float* tly, int64_t oh, const int32_t* tx0, const int32_t* tx1, const float* tlx,
+                      int64_t ow, const float* scale, const float* shift, float* out) {
+  const int64_t first = ty0[0], rows = ty1[oh - 1] - first + 1, stride = c * ow;
+  thread_local std::vector<float> across;  // [rows, C, OW]: per thread, reused
+  thread_local std::vector<uint8_t> used;
+  across.resize(static_cast<size_t>(rows * stride));
+  used.assign(static_cast<size_t>(rows), 0);
+  for (int64_t y = 0; y < oh; ++y) used[ty0[y] - first] = used[ty1[y] - first] = 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (!used[r]) continue;
+    const uint8_t* line = img + (first + r) * w * c;
+    float* row = across.data() + r * stride;
+    for (int64_t x = 0; x < ow; ++x) {
+      const int64_t c0 = tx0[x], c1 = tx1[x];
+      const float l1x = tlx[x], l0x = 1.f - l1x;
+      for (int64_t ch = 0; ch < c; ++ch)
+        row[ch * ow + x] = l0x * float(line[c0 * c + ch]) + l1x * float(line[c1 * c + ch]);
+    }
+  }
+  for (int64_t y = 0; y < oh; ++y) {
+    const float l1y = tly[y], l0y = 1.f - l1y;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* top = across.data() + (ty0[y] - first) * stride + ch * ow;
+      const float* bottom = across.data() + (ty1[y] - first) * stride + ch * ow;
+      const float k = scale[ch], d = shift[ch];
+      float* o = out + (ch * oh + y) * ow;
+      for (int64_t x = 0; x < ow; ++x) o[x] = (l0y * top[x] + l1y * bottom[x]) * k + d;
+    }
+  }
+}
+
+}  // namespace
+
 void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t c, const std::vector<double>& mean,
                   const std::vector<double>& std, int64_t s, float* out) {
   using Host = Kokkos::DefaultHostExecutionSpace;
@@ -79,37 +123,8 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
                 for (int64_t x = 0; x < ow; ++x) dst(b, ch, y, x) = value(y, x, ch);
             return;
           }
-          // Separable: every source row the view reads, resampled along x once
-          // (value()'s inner sums), then pairs of such rows blended along y over
-          // contiguous memory. The same operations in the same order as value(),
-          // so the same bits; the rows between the first and the last that no
-          // output reads (a box taller than the output) are skipped.
-          const int64_t first = y0(b, 0), rows = y1(b, oh - 1) - first + 1, stride = c * ow;
-          thread_local std::vector<float> across;  // [rows, C, S]: per thread, reused
-          thread_local std::vector<uint8_t> used;
-          across.resize(static_cast<size_t>(rows * stride));
-          used.assign(static_cast<size_t>(rows), 0);
-          for (int64_t y = 0; y < oh; ++y) used[y0(b, y) - first] = used[y1(b, y) - first] = 1;
-          for (int64_t r = 0; r < rows; ++r) {
-            if (!used[r]) continue;
-            float* row = across.data() + r * stride;
-            for (int64_t x = 0; x < ow; ++x) {
-              const int64_t c0 = x0(b, x), c1 = x1(b, x);
-              const float l1x = lx(b, x), l0x = 1.f - l1x;
-              for (int64_t ch = 0; ch < c; ++ch)
-                row[ch * ow + x] = l0x * float(src(b, first + r, c0, ch)) + l1x * float(src(b, first + r, c1, ch));
-            }
-          }
-          for (int64_t y = 0; y < oh; ++y) {
-            const float l1y = ly(b, y), l0y = 1.f - l1y;
-            for (int64_t ch = 0; ch < c; ++ch) {
-              const float* top = across.data() + (y0(b, y) - first) * stride + ch * ow;
-              const float* bottom = across.data() + (y1(b, y) - first) * stride + ch * ow;
-              const float k = scale(ch), d = shift(ch);
-              float* o = &dst(b, ch, y, 0);
-              for (int64_t x = 0; x < ow; ++x) o[x] = (l0y * top[x] + l1y * bottom[x]) * k + d;
-            }
-          }
+          render_separable(&src(b, 0, 0, 0), w, c, &y0(b, 0), &y1(b, 0), &ly(b, 0), oh, &x0(b, 0), &x1(b, 0),
+                           &lx(b, 0), ow, scale.data(), shift.data(), &dst(b, 0, 0, 0));
           return;
         }
         // A geometric op: the nearest view pixel of the inverse map (as
