@@ -2,7 +2,7 @@
 
 Per program and mode: the median over rounds of each run's median step time
 after the warm-up steps (vitkd: rank 0's /step_wall_seconds in timing.h5;
-timm: result.json's step_seconds, rank 0's), images/s = global batch / that
+timm: result.json's step_seconds, rank 0's, recorded on the CPU), images/s = global batch / that
 time, MFU = images/s x FLOPs per image (vitkd's count for the same models,
 from its result.json) / (ceiling per core x cores), and the ratio of every
 vitkd build to every timm peer.
