@@ -10,7 +10,8 @@ on one device. Not a test: it checks nothing about vitkd.
 loss of vitkd's distill.kind = "soft" (alpha x cross-entropy + (1 - alpha) x
 T^2 x KL of the temperature-T softmaxes; T = 4, alpha = 0.5 as
 inputs/fmnist-distill.toml); --mode student: the student alone, cross-entropy.
-Both: bf16 autocast (fp32 master weights), AdamW (lr 1e-3, weight decay
+Both: bf16 autocast (fp32 master weights; --fp32: no autocast, the precision
+vitkd's "auto" picks on a CPU without native bf16), AdamW (lr 1e-3, weight decay
 0.05; fused on CUDA), gradient clipping at 1.0. The batches are random
 tensors already on the device: no loader, no files (vitkd reads its HDF5
 file while it trains). --compile wraps both models in torch.compile; the
@@ -52,6 +53,7 @@ def main():
     p.add_argument("--temperature", type=float, default=4.0)
     p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--fp32", action="store_true", help="no bf16 autocast: everything in fp32")
     p.add_argument("--out", required=True)
     p.add_argument("--profile-steps", type=int, default=0,
                    help="profile N steps after the timed ones (0 = off; needs --profile-out)")
@@ -79,7 +81,7 @@ def main():
     T = a.temperature
 
     def step():
-        with torch.autocast(dev.type, dtype=torch.bfloat16):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=not a.fp32):
             logits = s_fwd(x)
             loss = F.cross_entropy(logits, y)
             if t_fwd is not None:
@@ -110,7 +112,8 @@ def main():
     sync()
     dt = time.perf_counter() - t0
     out = {"images_per_second": a.steps * a.batch / dt, "seconds": dt, "first_step_seconds": first,
-           "mode": a.mode, "compile": a.compile, "batch": a.batch, "steps": a.steps, "warmup": a.warmup,
+           "mode": a.mode, "compile": a.compile, "precision": "fp32" if a.fp32 else "bf16",
+           "batch": a.batch, "steps": a.steps, "warmup": a.warmup,
            "image_size": a.image_size, "depth": a.depth, "torch": torch.__version__, "timm": timm.__version__,
            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}
     if a.profile_steps:
