@@ -231,8 +231,19 @@ def paired_section(kd, alone_by_seed, seeds):
     return out
 
 
+KEPT_TIMING = "timing-summary.json"  # a kept run's step time (analysis/keep_run.py) when timing.h5 is not kept
+
+
 def median_step_ms(path):
-    """Median over steps of the slowest rank's step wall time in a timing log (ms)."""
+    """Median over steps of the slowest rank's step wall time in a timing log (ms); for a run kept
+    without its timing log (analysis/keep_run.py), the figure it recorded beside result.json."""
+    kept = os.path.join(os.path.dirname(path), KEPT_TIMING)
+    if not os.path.exists(path) and os.path.exists(kept):
+        try:
+            with open(kept) as fh:
+                return float(json.load(fh)["median_step_ms"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise InputError(f"{kept}: {e}")
     import h5py
     import numpy as np
     try:

@@ -7,12 +7,16 @@
 # SEEDS, seed by seed, the arms' order rotated per seed. Every run evaluates
 # on the validation split and reads the test split once (test_predictions.json).
 # Each stage is skipped when its result exists (stop and rerun: a stopped
-# training run resumes from its checkpoint).
+# training run resumes from its checkpoint). Every finished run is kept small
+# under KEEP (analysis/keep_run.py: result.json, the test predictions, the
+# median step time and the CPU; commit them), and so is the convnet teacher:
+# a fresh checkout restores them and runs only what is missing, so the seeds
+# can run in separate sessions, each seed's arms in one session on one machine.
 #   jobs/compare.sh                 (needs build/vitkd)
 #   ESTIMATE=1 jobs/compare.sh      one epoch of A and of C into OUT/estimate/, and the whole
 #                                   comparison's duration from them (nothing else runs)
 # Environment:
-#   OUT=runs/compare  SEEDS="11 12 13 14"  NP=2  ARMS="A B C Cs D E"
+#   OUT=runs/compare  SEEDS="11 12 13 14"  NP=2  ARMS="A B C Cs D E"  KEEP=results/compare
 #   DATA=data/fmnist-val.h5 (made here when missing: --val-fraction 0.1 --val-seed 1)
 #   TEACHER=teachers/fmnist-cnn.pt (made here when missing: jobs/teacher_cnn.py, 10 epochs)
 #   VIT_TEACHER=       a vitkd checkpoint for arm D, chosen on the validation split; D is
@@ -30,15 +34,33 @@ ARMS=${ARMS:-A B C Cs D E}
 DATA=${DATA:-data/fmnist-val.h5}
 TEACHER=${TEACHER:-teachers/fmnist-cnn.pt}
 VIT_TEACHER=${VIT_TEACHER:-}
+KEEP=${KEEP:-results/compare}
 VITKD=build/vitkd
 CONFIG=inputs/fmnist-distill-cnn.toml
 [ -x "$VITKD" ] || { echo "no $VITKD; build it first (jobs/build.sh)" >&2; exit 2; }
 mkdir -p "$OUT"
 [ -f "$DATA" ] || "$VITKD" prepare fashion-mnist --out "$DATA" --val-fraction 0.1 --val-seed 1
+# The rule of docs/learning-log.md runs the arms in bf16: refuse a CPU where "auto" would not pick it.
+if [ -z "${ESTIMATE:-}" ] && ! "$VITKD" bench gemm --millis 250 | grep -q '"auto" chooses bf16'; then
+  echo "compare: this CPU has no native bf16 (vitkd bench gemm), and the comparison's rule runs bf16;" \
+       "run it on a CPU with AVX512_BF16 or AMX" >&2
+  exit 2
+fi
+mkdir -p "$KEEP"
+if [ ! -f "$TEACHER" ] && [ -f "$KEEP/teacher-cnn.pt" ]; then
+  mkdir -p "$(dirname "$TEACHER")"; cp "$KEEP/teacher-cnn.pt" "$TEACHER"
+fi
 if [ ! -f "$TEACHER" ]; then
   nice -n 19 /usr/bin/python3 jobs/teacher_cnn.py --data "$DATA" --out "$TEACHER" \
     --json "$OUT/teacher-cnn.json" --epochs 10 --batch 256 --lr 0.2
+  cp "$TEACHER" "$KEEP/teacher-cnn.pt"; cp "$OUT/teacher-cnn.json" "$KEEP/teacher-cnn.json"
 fi
+# Runs finished in an earlier session, kept small: restored, so that train() skips them.
+for kept in "$KEEP"/*/result.json; do
+  [ -f "$kept" ] || continue
+  name=$(basename "$(dirname "$kept")")
+  [ -f "$OUT/$name/result.json" ] || { mkdir -p "$OUT/$name"; cp "$KEEP/$name"/*.json "$OUT/$name/"; }
+done
 
 # arm_args ARM: the keys over CONFIG that make the arm (docs/learning-log.md's table).
 arm_args() {
@@ -64,6 +86,7 @@ train() {
   mpirun -n "$NP" --bind-to none "$VITKD" train "$CONFIG" --set run.out_dir="$OUT/$name" "${ARGS[@]}" "$@" \
     >> "$OUT/$name.log" 2>&1 || { echo "compare: $name failed (exit $?); see $OUT/$name.log" >&2; exit 1; }
   tail -n 1 "$OUT/$name.log"
+  [ -n "${ESTIMATE:-}" ] || /usr/bin/python3 analysis/keep_run.py "$OUT/$name" "$KEEP/$name"
 }
 
 if [ -n "${ESTIMATE:-}" ]; then

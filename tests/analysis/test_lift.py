@@ -121,6 +121,27 @@ png = os.path.join(work, "lift.png")
 check(os.path.exists(png) and os.path.getsize(png) > 1000, "figure written")
 check(open(os.path.join(work, "lift.md")).read().rstrip("\n") == out.rstrip("\n"), "--out holds what was printed")
 
+# The runs kept small (analysis/keep_run.py: result.json, the predictions and the median step time,
+# not timing.h5) give lift.py the same report as the runs themselves (jobs/compare.sh keeps runs so).
+keep, kept = os.path.join(src, "analysis", "keep_run.py"), work + "-kept"
+shutil.rmtree(kept, ignore_errors=True)
+kept_ok = True
+for name in sorted(os.listdir(work)):
+    if os.path.isdir(os.path.join(work, name)):
+        k = subprocess.run([sys.executable, keep, os.path.join(work, name), os.path.join(kept, name)],
+                           capture_output=True, text=True)
+        kept_ok = kept_ok and k.returncode == 0 and not os.path.exists(os.path.join(kept, name, "timing.h5"))
+shutil.copyfile(os.path.join(work, "cache.log"), os.path.join(kept, "cache.log"))
+p = subprocess.run([sys.executable, lift, "--runs", kept, "--seeds", "2"], capture_output=True, text=True)
+check(kept_ok and p.returncode == 0 and p.stdout.replace(kept, work) == out,
+      f"kept runs (no timing logs) report as the runs do (got {p.returncode}: {p.stderr.strip()})")
+os.remove(os.path.join(kept, "distill-s2", "result.json"))
+k = subprocess.run([sys.executable, keep, os.path.join(kept, "distill-s2"), os.path.join(kept, "again")],
+                   capture_output=True, text=True)
+check(k.returncode == 2 and k.stderr.count("\n") == 1 and "result.json" in k.stderr
+      and not os.path.exists(os.path.join(kept, "again")),
+      f"keep_run.py on an unfinished run: exit 2, one line, nothing written (got {k.returncode}: {k.stderr.strip()})")
+
 # A longer schedule that ends above the distilled student: behind at the end, ahead until then.
 shutil.rmtree(os.path.join(work, "member-s5"))
 run("member-s5", [0.50 + 0.018 * i for i in range(20)] + [0.99], 0.050)

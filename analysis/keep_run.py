@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Keep the evidence of a finished `vitkd train` run, small enough for the repository.
+
+    /usr/bin/python3 analysis/keep_run.py RUN DEST
+
+Copies RUN/result.json (the figures, the recipe, the evaluation curve) and
+RUN/test_predictions.json (when written) into DEST, and writes
+DEST/timing-summary.json with the median step time analysis/lift.py reads from
+the timing log and this machine's CPU (the log itself, megabytes for a long run, and the checkpoints
+stay behind). analysis/lift.py reads DEST as it reads RUN: the same tables.
+jobs/compare.sh keeps every run it finishes this way (results/compare/), so
+that the comparison can be run seed by seed in separate sessions.
+
+Exit status: 0, or 2 with one line naming the file when RUN has no
+result.json or timing.h5.
+"""
+import json
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lift  # noqa: E402  (the step-time rule lives there once)
+
+
+def cpu_model():
+    """This machine's CPU (keep_run.py runs where the run ran): model name and bf16 flags."""
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return "unknown"
+    model = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("model name")), "unknown")
+    flags = next((l.split(":", 1)[1].split() for l in text.splitlines() if l.startswith("flags")), [])
+    bf16 = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
+    return model + (" (" + ", ".join(bf16) + ")" if bf16 else " (no bf16 flags)")
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__.split("\n\n")[1])
+    run, dest = sys.argv[1:]
+    try:
+        step_ms = lift.median_step_ms(os.path.join(run, "timing.h5"))
+        if not os.path.exists(os.path.join(run, "result.json")):
+            raise lift.InputError(f"{os.path.join(run, 'result.json')}: missing (has the run finished?)")
+    except lift.InputError as e:
+        print(f"keep_run.py: error: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(dest, exist_ok=True)
+    for name in ("result.json", "test_predictions.json"):
+        if os.path.exists(os.path.join(run, name)):
+            shutil.copyfile(os.path.join(run, name), os.path.join(dest, name))
+    with open(os.path.join(dest, lift.KEPT_TIMING), "w") as fh:
+        json.dump({"median_step_ms": step_ms, "from": "timing.h5: median over steps of the slowest rank's "
+                   "step_wall_seconds", "cpu": cpu_model()}, fh)
+        fh.write("\n")
+    print(f"keep_run.py: {run} -> {dest} (median step {step_ms:.1f} ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
