@@ -130,7 +130,7 @@ def main():
     ap.add_argument("--out", required=True, help="the TorchScript file to write")
     ap.add_argument("--json", required=True, help="the record to write")
     ap.add_argument("--epochs", type=int, default=12)
-    ap.add_argument("--width", type=int, default=32)
+    ap.add_argument("--width", type=int, default=32, help="channels of the first stage (at least 8)")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--lr", type=float, default=0.1, help="peak SGD learning rate (one-cycle: warm-up, cosine)")
     ap.add_argument("--weight-decay", type=float, default=5e-4)
@@ -138,6 +138,12 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--limit", type=int, default=0, help="train on the first N samples only (smoke tests)")
     a = ap.parse_args()
+    if a.width < 8:
+        # Seen 2026-12-03 on an AVX2-only AMD EPYC, Debian's PyTorch 1.13 (its system oneDNN): at
+        # width 4 a JIT convolution kernel writes out of bounds during the backward pass (valgrind),
+        # and the process dies in dnnl_memory_destroy. Widths 8, 16 and 32 ran clean there.
+        fail(f"--width {a.width}: use 8 or more (oneDNN's CPU kernels in PyTorch 1.13 corrupt memory "
+             "at 4 channels on AVX2 CPUs)")
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
     data, attrs = load(a.data)

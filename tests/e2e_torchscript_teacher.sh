@@ -61,9 +61,10 @@ PY
 }
 
 case_bf16_autocast_reaches_the_module() {
-  # bf16 (the default compute): the module runs under bf16 autocast, which
-  # changes its logits (a nonzero difference from fp32 on the dummy batch).
-  LOG=from_ts_bf16.log expect 0 vk "$NP" "${student[@]}" --set run.out_dir=from_ts_bf16 \
+  # bf16 compute, asked for by name (auto picks fp32 on a CPU without native
+  # bf16): the module runs under bf16 autocast, which changes its logits (a
+  # nonzero difference from fp32 on the dummy batch).
+  LOG=from_ts_bf16.log expect 0 vk "$NP" "${student[@]}" --set precision.compute=bf16 --set run.out_dir=from_ts_bf16 \
     --set teacher.torchscript="$SETUP/teacher.pt"
   grep -q "teacher: TorchScript module .*bf16 autocast" from_ts_bf16.log || { cat from_ts_bf16.log; fail "not under autocast"; }
   grep "under bf16 autocast: dummy-batch logits differ from fp32 by" from_ts_bf16.log \
@@ -74,7 +75,7 @@ case_bf16_autocast_reaches_the_module() {
 }
 
 case_fp32_only_module_falls_back_to_fp32() {
-  LOG=from_ts32.log expect 0 vk "$NP" "${student[@]}" --set run.out_dir=from_ts32 \
+  LOG=from_ts32.log expect 0 vk "$NP" "${student[@]}" --set precision.compute=bf16 --set run.out_dir=from_ts32 \
     --set teacher.torchscript="$SETUP/teacher32.pt"
   grep -q "does not run under bf16 autocast (.*only runs in float32); running it in fp32" from_ts32.log \
     || { cat from_ts32.log; fail "no fallback message"; }
@@ -89,7 +90,12 @@ case_wrong_class_count_is_refused() {
 
 case_teacher_cnn_script_teaches_in_vitkd() {
   synthetic val.h5 320 64 16 4 --seed 3 --val-fraction 0.2
-  "$PYTHON" "$SRC/jobs/teacher_cnn.py" --data val.h5 --out cnn.pt --json cnn.json --epochs 3 --width 4 \
+  # A width whose convolutions PyTorch 1.13's oneDNN corrupts on AVX2: one line, exit 2, nothing written.
+  LOG=narrow.log expect 2 "$PYTHON" "$SRC/jobs/teacher_cnn.py" --data val.h5 --out narrow.pt --json narrow.json --width 4
+  [ "$(wc -l < narrow.log)" -eq 1 ] && grep -q "^teacher_cnn.py: --width 4: use 8 or more" narrow.log \
+    || { cat narrow.log; fail "not one line naming the width"; }
+  [ ! -e narrow.pt ] && [ ! -e narrow.json ] || fail "a refused width wrote a file"
+  "$PYTHON" "$SRC/jobs/teacher_cnn.py" --data val.h5 --out cnn.pt --json cnn.json --epochs 3 --width 8 \
     --batch 32 --lr 0.05 --threads 1 > cnn.log 2>&1 || { cat cnn.log; fail "jobs/teacher_cnn.py failed"; }
   LOG=student.log expect 0 vk "$NP" "${student[@]}" --set data.path="$WORK/val.h5" --set run.out_dir=student \
     --set data.eval_split=val --set teacher.torchscript="$WORK/cnn.pt" --set distill.kind=hard \
