@@ -423,11 +423,13 @@ TEST(MpiZero, DevicePathRunOnTheCpuEqualsTheHostPath) {
     // host kernel takes the bias corrections in double, and the model feeds
     // that back into the gradients: measured on LibTorch 2.15, norms 2.4e-6,
     // moments 6.8e-6 (m) and 1.6e-5 (v) apart after 20 steps, parameters
-    // within 1e-6. A wrong update is off by orders of magnitude more.
+    // 1.00e-6 (an AVX2 AMD EPYC, 2026-12-03; within 1e-6 on an AMX Xeon), so
+    // the parameters get the norms' 1e-5 there. A wrong update is off by
+    // orders of magnitude more.
     const double later = has_fused_adamw() ? 1e-5 : 1e-6, moments = has_fused_adamw() ? 1e-4 : 1e-6;
     for (size_t k = 0; k < a.norms.size(); ++k)
       EXPECT_NEAR(b.norms[k], a.norms[k], (k == 0 ? 1e-9 : later) * a.norms[k]) << k;
-    EXPECT_LE(rel_diff(b.params, a.params), 1e-6) << "bucket " << bucket_bytes;
+    EXPECT_LE(rel_diff(b.params, a.params), later) << "bucket " << bucket_bytes;
     const int64_t n = static_cast<int64_t>(a.m.size());
     EXPECT_LE(rel_diff(head(b.m, n), head(a.m, n)), moments);
     EXPECT_LE(rel_diff(head(b.v, n), head(a.v, n)), moments);
