@@ -18,7 +18,7 @@
 # Environment:
 #   OUT=runs/compare  SEEDS="11 12 13 14"  NP=2  ARMS="A B C Cs D E"  KEEP=results/compare
 #   DATA=data/fmnist-val.h5 (made here when missing: --val-fraction 0.1 --val-seed 1)
-#   TEACHER=teachers/fmnist-cnn.pt (made here when missing: jobs/teacher_cnn.py, 10 epochs)
+#   TEACHER=teachers/fmnist-cnn.pt (made here when missing: jobs/teacher_cnn.py, 30 epochs; kept in results/compare)
 #   VIT_TEACHER=       a vitkd checkpoint for arm D, chosen on the validation split; D is
 #                      skipped (with a line) without it
 # Report: OUT/compare.md, analysis/lift.py per comparison (C-A, C-B, C-E, Cs-A, D-A).
@@ -52,7 +52,7 @@ if [ ! -f "$TEACHER" ] && [ -f "$KEEP/teacher-cnn.pt" ]; then
 fi
 if [ ! -f "$TEACHER" ]; then
   nice -n 19 /usr/bin/python3 jobs/teacher_cnn.py --data "$DATA" --out "$TEACHER" \
-    --json "$OUT/teacher-cnn.json" --epochs 10 --batch 256 --lr 0.2
+    --json "$OUT/teacher-cnn.json" --epochs 30 --batch 256 --lr 0.2
   cp "$TEACHER" "$KEEP/teacher-cnn.pt"; cp "$OUT/teacher-cnn.json" "$KEEP/teacher-cnn.json"
 fi
 # Runs finished in an earlier session, kept small: restored, so that train() skips them.
