@@ -94,9 +94,15 @@ void inspect_timing(const std::string& path) {
   H5Obj f = h5_open_read(path, "timing log");
   const int64_t n = rows(f, "/step_wall_seconds");
   const int64_t P = h5_attr_int(f, "world_size");
-  std::printf("%s: vitkd timing log, %s run of %s (%s parameters) at %lld rank(s), %lld steps logged\n",
-              path.c_str(), attr_or(f, "mode").c_str(), attr_or(f, "model").c_str(),
-              attr_or(f, "parameters").c_str(), (long long)P, (long long)n);
+  // ModelSpec::describe, stored as `model`, already names the parameter count; the
+  // `parameters` attribute is printed only for a description without it.
+  const std::string model = attr_or(f, "model");
+  const std::string count = model.find("parameters") == std::string::npos
+                                ? " (" + attr_or(f, "parameters") + " parameters)"
+                                : "";
+  std::printf("%s: vitkd timing log, %s run of %s%s at %lld rank(s), %lld steps logged\n",
+              path.c_str(), attr_or(f, "mode").c_str(), model.c_str(), count.c_str(), (long long)P,
+              (long long)n);
   const auto hosts = h5_attr_strings(f, "hostnames");
   std::string hs;
   for (size_t i = 0; i < hosts.size(); ++i) hs += (i ? ", " : "") + hosts[i];
