@@ -11,7 +11,8 @@
 # under KEEP (analysis/keep_run.py: result.json, the test predictions, the
 # median step time and the CPU; commit them), and so is the convnet teacher:
 # a fresh checkout restores them and runs only what is missing, so the seeds
-# can run in separate sessions, each seed's arms in one session on one machine.
+# can run in separate sessions, each seed's arms in one session on one machine
+# (arm D may follow in a later one: docs/learning-log.md, 2026-12-03).
 #   jobs/compare.sh                 (needs build/vitkd)
 #   ESTIMATE=1 jobs/compare.sh      one epoch of A and of C into OUT/estimate/, and the whole
 #                                   comparison's duration from them (nothing else runs)
