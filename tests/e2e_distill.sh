@@ -18,6 +18,9 @@
 #                                           runs once per sample (epoch 1), then never; the training
 #                                           trajectory (every step's loss, the final weights) is the
 #                                           live teacher's, bit for bit; a second run reuses the file
+#   kept_teacher_weights_teach_as_the_checkpoint  analysis/keep_run.py --weights: the teacher's
+#                                           checkpoint without its state (has_state 0, smaller) trains
+#                                           the student exactly as the full checkpoint does, bit for bit
 #   view_cache_replays_augmented_views      `vitkd teacher-cache` writes 3 epochs of augmented views
 #                                           (format, shapes, proper distributions); a student replaying
 #                                           it runs no teacher and trains exactly as with the live
@@ -31,6 +34,7 @@
 source "$(dirname "$0")/lib/common.sh"
 CASES=(setup teacher_result_complete_and_accurate:setup student_learns_from_teacher:setup
        distillation_pulls_student_to_teacher:setup teacher_cache_equals_live:setup
+       kept_teacher_weights_teach_as_the_checkpoint:setup
        view_cache_replays_augmented_views:setup view_cache_bad_input:setup)
 
 SETUP=${3-}/setup
@@ -194,6 +198,22 @@ assert c["test_top1_per_epoch"] == s["test_top1_per_epoch"], (c["test_top1_per_e
 PY
   same_trajectory "$SETUP/student" cached
   same_trajectory "$SETUP/student" cached2
+}
+
+case_kept_teacher_weights_teach_as_the_checkpoint() {
+  "$PYTHON" "$SRC/analysis/keep_run.py" "$SETUP/teacher" kept --weights kept/teacher.h5 > keep.log 2>&1 ||
+    { cat keep.log; fail "keep_run.py --weights"; }
+  "$PYTHON" - "$SETUP/teacher/checkpoint.h5" kept/teacher.h5 <<'PY'
+import h5py, os, sys
+full, kept = sys.argv[1:]
+with h5py.File(full, "r") as a, h5py.File(kept, "r") as b:
+    assert int(b.attrs["has_state"]) == 0 and int(a.attrs["has_state"]) == 1
+    assert sorted(b.keys()) == ["model"], list(b.keys())
+    assert sorted(a["model"].keys()) == sorted(b["model"].keys())
+assert os.path.getsize(kept) < os.path.getsize(full) / 2, (os.path.getsize(kept), os.path.getsize(full))
+PY
+  LOG=keptw.log expect 0 vk "$NP" "${STUDENT[@]}" --set run.out_dir=keptw --set teacher.checkpoint="$WORK/kept/teacher.h5"
+  same_trajectory "$SETUP/student" keptw exact
 }
 
 case_view_cache_replays_augmented_views() {
