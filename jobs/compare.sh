@@ -20,8 +20,9 @@
 #   OUT=runs/compare  SEEDS="11 12 13 14"  NP=2  ARMS="A B C Cs D E"  KEEP=results/compare
 #   DATA=data/fmnist-val.h5 (made here when missing: --val-fraction 0.1 --val-seed 1)
 #   TEACHER=teachers/fmnist-cnn.pt (made here when missing: jobs/teacher_cnn.py, 30 epochs; kept in results/compare)
-#   VIT_TEACHER=       a vitkd checkpoint for arm D, chosen on the validation split; D is
-#                      skipped (with a line) without it
+#   VIT_TEACHER=       a vitkd checkpoint for arm D, chosen on the validation split (default:
+#                      KEEP/teacher-vit.h5, kept by jobs/teacher_vit.sh); D is skipped (with a
+#                      line) without it
 # Report: OUT/compare.md, analysis/lift.py per comparison (C-A, C-B, C-E, Cs-A, D-A).
 # Duration (ESTIMATE=1, one epoch each, 2026-12-02, the 2 cores shared with other work): about
 # 3.7 h per seed, 15 h for the 4 seeds with D; on a quiet machine about 7 h (docs/learning-log.md).
@@ -34,8 +35,9 @@ NP=${NP:-2}
 ARMS=${ARMS:-A B C Cs D E}
 DATA=${DATA:-data/fmnist-val.h5}
 TEACHER=${TEACHER:-teachers/fmnist-cnn.pt}
-VIT_TEACHER=${VIT_TEACHER:-}
 KEEP=${KEEP:-results/compare}
+VIT_TEACHER=${VIT_TEACHER:-}
+[ -n "$VIT_TEACHER" ] || [ ! -f "$KEEP/teacher-vit.h5" ] || VIT_TEACHER=$KEEP/teacher-vit.h5
 VITKD=build/vitkd
 CONFIG=inputs/fmnist-distill-cnn.toml
 [ -x "$VITKD" ] || { echo "no $VITKD; build it first (jobs/build.sh)" >&2; exit 2; }

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The ViT teacher of the comparison's arm D (issue 36, item 2; the rule in
+# docs/learning-log.md, 2026-12-03): candidates written down before any of
+# them ran, each trained from inputs/fmnist-teacher.toml on the training part
+# of data/fmnist-val.h5, evaluated on its validation split every epoch, the
+# test split read once at the end. The candidate with the highest final
+# validation top-1 is the teacher: its weights are kept (analysis/keep_run.py
+# --weights) as results/compare/teacher-vit.h5, which jobs/compare.sh takes for
+# arm D. Every finished candidate is kept small under KEEP (result.json with
+# the curve, the test predictions, the median step time and the CPU), so a
+# fresh checkout runs only what is missing; a stopped candidate resumes from
+# its checkpoint when OUT survives.
+#   jobs/teacher_vit.sh             (needs build/vitkd; any CPU, in the precision auto picks)
+# Environment: OUT=runs/teacher-vit  KEEP=results/teacher-vit  CANDIDATES="V2 V1"  NP=2
+#   DATA=data/fmnist-val.h5 (made here when missing: --val-fraction 0.1 --val-seed 1)
+#   CHOSEN=results/compare/teacher-vit.h5  EXTRA="--set train.max_steps=3" (a rehearsal; not for the rule)
+# Duration: V2 about 45 min and V1 about 100 min on 2 cores with native bf16 (from the
+# 2.7M teacher's 49.6 min for 32 epochs, 2026-11-30); in fp32 on a 2-core AVX2-only
+# EPYC about 2.7 h and 5.8 h (169 img/s for the 2.7M recipe, 2026-12-03).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source jobs/env.sh
+OUT=${OUT:-runs/teacher-vit}
+KEEP=${KEEP:-results/teacher-vit}
+CANDIDATES=${CANDIDATES:-V2 V1}
+NP=${NP:-2}
+DATA=${DATA:-data/fmnist-val.h5}
+CHOSEN=${CHOSEN:-results/compare/teacher-vit.h5}
+read -r -a EXTRA <<< "${EXTRA:-}"
+VITKD=build/vitkd
+[ -x "$VITKD" ] || { echo "no $VITKD; build it first (jobs/build.sh)" >&2; exit 2; }
+[ -f "$DATA" ] || "$VITKD" prepare fashion-mnist --out "$DATA" --val-fraction 0.1 --val-seed 1
+mkdir -p "$OUT" "$KEEP"
+
+# candidate_args NAME: the keys over inputs/fmnist-teacher.toml (docs/learning-log.md's table).
+candidate_args() {
+  local common=(--set "data.path=\"$DATA\"" --set 'data.eval_split="val"' --set model.drop_path=0.1
+                --set train.epochs=64 --set run.seed=1)
+  case $1 in
+    V1) ARGS=("${common[@]}" --set model.dim=192 --set model.depth=6 --set model.heads=3) ;;
+    V2) ARGS=("${common[@]}" --set model.dim=128 --set model.depth=6 --set model.heads=4) ;;
+    *) echo "teacher_vit: unknown candidate '$1' (V1 V2)" >&2; exit 2 ;;
+  esac
+}
+
+for c in $CANDIDATES; do
+  if [ -f "$KEEP/$c/result.json" ]; then echo "teacher_vit: $c: done (kept in $KEEP/$c)"; continue; fi
+  candidate_args "$c"
+  echo "teacher_vit: $c: $(date -u +%H:%M:%S) -> $OUT/$c.log"
+  mpirun -n "$NP" --bind-to none "$VITKD" train inputs/fmnist-teacher.toml --set "run.out_dir=\"$OUT/$c\"" \
+    "${ARGS[@]}" "${EXTRA[@]}" >> "$OUT/$c.log" 2>&1 || { echo "teacher_vit: $c failed (exit $?); see $OUT/$c.log" >&2; exit 1; }
+  tail -n 1 "$OUT/$c.log"
+  # The weights of every finished candidate stay in OUT; only the chosen one's are kept below.
+  /usr/bin/python3 analysis/keep_run.py "$OUT/$c" "$KEEP/$c"
+done
+
+# The choice: the highest final validation top-1 among the candidates asked for, all finished.
+/usr/bin/python3 - "$KEEP" "$CANDIDATES" > "$OUT/choice.txt" <<'PY'
+import json, sys
+keep, names = sys.argv[1], sys.argv[2].split()
+rows = []
+for n in names:
+    r = json.load(open(f"{keep}/{n}/result.json"))
+    val = [e["val_top1"] for e in r["evaluations"] if "val_top1" in e]
+    rows.append((val[-1], n, r["test_top1"], r["parameters"], r["compute"], r["train_seconds"]))
+for v, n, t, p, c, s in rows:
+    print(f"# {n}: final val top-1 {v:.4f}, test top-1 {t:.4f} (read once), {p} parameters, {c}, {s / 60:.0f} min")
+print(max(rows)[1])
+PY
+grep '^#' "$OUT/choice.txt"
+best=$(tail -n 1 "$OUT/choice.txt")
+if [ -f "$OUT/$best/checkpoint.h5" ]; then
+  /usr/bin/python3 analysis/keep_run.py "$OUT/$best" "$KEEP/$best" --weights "$CHOSEN"
+  echo "teacher_vit: $best chosen on the validation split -> $CHOSEN (jobs/compare.sh takes it for arm D)"
+elif [ -f "$CHOSEN" ]; then
+  echo "teacher_vit: $best chosen; $CHOSEN already kept"
+else
+  echo "teacher_vit: $best chosen, but its checkpoint ($OUT/$best/checkpoint.h5) is gone: train it again" >&2
+  exit 1
+fi
