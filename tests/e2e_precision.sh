@@ -146,7 +146,7 @@ case_explicit_bf16_warns_once_where_slow() {
 # Where oneDNN is restricted below bf16 (ONEDNN_MAX_CPU_ISA=AVX2), LibTorch
 # 1.13 cannot run a bf16 product at all (it asks cpuinfo, not oneDNN, whether
 # bf16 is there); on a real AVX2-only CPU it falls back to its own kernel.
-bf16_unavailable() { "$VITKD" bench gemm --millis 1 2>&1 | grep -q "bf16 matrix products fail"; }
+bf16_unavailable() { "$VITKD" bench gemm --auto-only 2>&1 | grep -q "bf16 matrix products fail"; }
 
 # cut_resume FIRST SECOND DIR: FIRST precision to step 10 (preempted), SECOND to step 20.
 cut_resume() {

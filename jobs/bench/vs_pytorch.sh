@@ -45,7 +45,7 @@ if peer_on pt2-eager || peer_on pt2-compiled; then
 fi
 # The precision: what vitkd's auto picks here, unless forced.
 if [ -z "${PRECISION:-}" ]; then
-  PRECISION=$(build/vitkd bench gemm --millis 50 | sed -n 's/.*"auto" chooses \([a-z0-9]*\) here.*/\1/p')
+  PRECISION=$(build/vitkd bench gemm --auto-only | sed -n 's/.*"auto" chooses \([a-z0-9]*\) here.*/\1/p')
 fi
 case $PRECISION in bf16) PT_PREC=() ;; fp32) PT_PREC=(--fp32) ;; *) echo "PRECISION must be bf16 or fp32" >&2; exit 2 ;; esac
 echo "vs_pytorch: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs); precision $PRECISION;" \

@@ -26,7 +26,9 @@ void add_bench_commands(std::vector<Command>& c) {
                 Flag::text("device", "D", "where to measure, as run.device").one_of({"auto", "cpu", "cuda"})
                     .default_to("cpu"),
                 Flag::count("millis", "MS", "measuring time per shape and type").at_least(1).default_to("1000"),
-                Flag::path("out", "FILE.json", "also write the per-core rates (for train.mfu_ceiling) as JSON")}});
+                Flag::path("out", "FILE.json", "also write the per-core rates (for train.mfu_ceiling) as JSON"),
+                Flag::on_off("auto-only", "only say what precision.compute = \"auto\" chooses here (the run's "
+                             "0.2 s probe; no shapes timed: seconds, not minutes, where bf16 is emulated)")}});
   c.push_back({"bench ops", "Measure GELU forward and backward: torch against vitkd's kernel.",
                {},
                {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
