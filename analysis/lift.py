@@ -207,26 +207,44 @@ def mcnemar(a, b):
     return only_a, only_b, p
 
 
+def paired(x_by_seed, y_by_seed, seeds):
+    """Runs X and Y paired by seed: per seed (seed, y, x, X - Y in test top-1, X/Y - 1 in training time,
+    McNemar's (only Y right, only X right, p) or None), and the means with their 95 % t intervals
+    ({"top1": (mean, ci), "time": (mean, ci)}). One rule for lift.py and analysis/compare_table.py."""
+    rows = []
+    for s in seeds:
+        x, y = x_by_seed[s], y_by_seed[s]
+        mc = mcnemar(y["predictions"], x["predictions"]) if x["predictions"] and y["predictions"] else None
+        rows.append((s, y, x, x["final"] - y["final"], x["train_seconds"] / y["train_seconds"] - 1, mc))
+    return rows, {"top1": paired_ci([r[3] for r in rows]), "time": paired_ci([r[4] for r in rows])}
+
+
+def interval(ci, fmt):
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "not defined with one seed"
+
+
+def percent(x):
+    return f"{100 * x:+.1f} %"
+
+
 def paired_section(kd, alone_by_seed, seeds):
     """(a') the paired differences, distilled minus alone at each seed, their 95 % interval and
-    McNemar's test per seed when both runs wrote test predictions."""
+    McNemar's test per seed when both runs wrote test predictions; the training time too."""
     out = ["### (a') Paired by seed: distilled minus alone, test top-1\n",
-           "| seed | alone | distilled | difference (points) | only alone right | only distilled right | McNemar p |",
-           "|---|---|---|---|---|---|---|"]
-    diffs = []
-    for s, k in zip(seeds, kd):
-        a = alone_by_seed[s]
-        diffs.append(k["final"] - a["final"])
-        mc = ("-", "-", "-")
-        if a["predictions"] and k["predictions"]:
-            oa, ob, p = mcnemar(a["predictions"], k["predictions"])
-            mc = (str(oa), str(ob), f"{p:.3g}" if p > 0 else "< 1e-300")
-        out.append(f"| {s} | {a['final']:.4f} | {k['final']:.4f} | {pts(diffs[-1])} | {mc[0]} | {mc[1]} | {mc[2]} |")
-    m, ci = paired_ci(diffs)
+           "| seed | alone | distilled | difference (points) | only alone right | only distilled right | McNemar p "
+           "| training time, distilled/alone - 1 |",
+           "|---|---|---|---|---|---|---|---|"]
+    rows, means = paired(dict(zip(seeds, kd)), alone_by_seed, seeds)
+    for s, a, k, d, dt, mc in rows:
+        mc = ("-", "-", "-") if mc is None else (str(mc[0]), str(mc[1]), f"{mc[2]:.3g}" if mc[2] > 0 else "< 1e-300")
+        out.append(f"| {s} | {a['final']:.4f} | {k['final']:.4f} | {pts(d)} | {mc[0]} | {mc[1]} | {mc[2]} | {percent(dt)} |")
+    (m, ci), (mt, cit) = means["top1"], means["time"]
     out.append("")
-    out.append(f"Mean paired difference {pts(m)} points over {len(diffs)} seeds; 95 % interval " +
-               (f"[{pts(ci[0])}, {pts(ci[1])}] points (t, {len(diffs) - 1} degrees of freedom)."
+    out.append(f"Mean paired difference {pts(m)} points over {len(rows)} seeds; 95 % interval " +
+               (f"[{pts(ci[0])}, {pts(ci[1])}] points (t, {len(rows) - 1} degrees of freedom)."
                 if ci else "not defined with one seed."))
+    out.append(f"Training time (without evaluation), distilled/alone - 1: mean {percent(mt)}; 95 % interval "
+               f"{interval(cit, percent)}.")
     out.append("")
     return out
 

@@ -23,7 +23,8 @@ cd "$(dirname "$0")/.."
 source jobs/env.sh
 OUT=${OUT:-runs/teacher-vit}
 KEEP=${KEEP:-results/teacher-vit}
-ALL="V2 V1"                       # the candidates of the rule: the choice waits for all of them
+# The candidates of the rule (held once in analysis/compare_table.py): the choice waits for all of them.
+ALL=$(/usr/bin/python3 analysis/compare_table.py --print vit-candidates)
 CANDIDATES=${CANDIDATES:-$ALL}    # those to run now (a subset: the rest in a later session)
 NP=${NP:-2}
 DATA=${DATA:-data/fmnist-val.h5}

@@ -35,11 +35,11 @@ os.makedirs(work)
 RECIPE = '[run]\nmode = "{mode}"\nseed = {seed}\n\n[model]\ndim = {dim}\n\n[train]\nepochs = {epochs}\n'
 
 
-def run(name, accs, step_s, final=None, seed=None, dim=96, predictions=None, epochs=None):
+def run(name, accs, step_s, final=None, seed=None, dim=96, predictions=None, epochs=None, time_scale=1.0):
     d = os.path.join(work, name)
     os.makedirs(d)
     seed = int(name.rsplit("-s", 1)[1]) if seed is None else seed
-    evals = [{"step": 10 * (i + 1), "epoch": i + 1, "samples_seen": 0, "train_seconds": 10.0 * (i + 1),
+    evals = [{"step": 10 * (i + 1), "epoch": i + 1, "samples_seen": 0, "train_seconds": 10.0 * (i + 1) * time_scale,
               "elapsed_seconds": 10.0 * (i + 1), "test_top1": a} for i, a in enumerate(accs)]
     # result.json's own train_seconds includes the evaluations: lift.py must not use it.
     json.dump({"test_top1": accs[-1] if final is None else final, "train_seconds": 10.0 * len(accs) + 7,
@@ -152,10 +152,15 @@ check("with the cache's pass not counted, behind at the end; ahead at every budg
 # Two seeds: the 95 % interval of the paired differences (+1.00 and +3.00: mean +2.00, sd 1.414,
 # t(0.975, 1) = 12.706: half-width 12.706 * 1.414 / sqrt(2) = 12.71 points).
 run("alone-s3", alone, 0.050)
-run("distill-s3", [a + 0.03 for a in alone], 0.051)
+run("distill-s3", [a + 0.03 for a in alone], 0.051, time_scale=1.5)
 p = subprocess.run([sys.executable, lift, "--runs", work, "--seeds", "2 3"], capture_output=True, text=True)
 check("Mean paired difference +2.00 points over 2 seeds; 95 % interval [-10.71, +14.71] points (t, 1 degrees "
       "of freedom)." in p.stdout, f"the paired interval over two seeds (got {p.returncode}: {p.stderr.strip()})")
+# Training time per seed: +0 % (seed 2) and +50 % (distill-s3 planted 1.5 times as long): mean +25.0 %,
+# half-width 12.706 * 0.3536 / sqrt(2) = 317.7 %.
+check("| 3 | 0.8600 | 0.8900 | +3.00 | - | - | - | +50.0 % |" in p.stdout and
+      "distilled/alone - 1: mean +25.0 %; 95 % interval [-292.7 %, +342.7 %]." in p.stdout,
+      "the paired training-time change and its interval")
 
 
 def refused(what, needle, seeds="2 3"):

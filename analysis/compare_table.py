@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""The README's answer to "Does distillation pay?", generated from the kept runs of the comparison.
+
+    /usr/bin/python3 analysis/compare_table.py [--results results] [--readme README.md] [--check | --write]
+    /usr/bin/python3 analysis/compare_table.py --print seeds|arms|vit-candidates
+
+Reads what jobs/compare.sh and jobs/teacher_vit.sh keep (analysis/keep_run.py):
+results/compare/<ARM>-s<SEED>/ (result.json, test_predictions.json,
+timing-summary.json), results/compare/teacher-cnn.json (the convnet teacher)
+and results/teacher-vit/<V>/ (the ViT teacher's candidates), and writes the
+tables of the pre-registered comparison (docs/learning-log.md, 2026-12-02 and
+its amendments): the teachers, each arm over the seeds run, and each
+comparison against its target, decided before the runs. A comparison is
+judged only once every seed of SEEDS has run both its arms; before that its
+figures over the seeds run so far are shown as "pending". Paired differences,
+intervals, McNemar's test and the equal-time read-out use analysis/lift.py's
+functions (one rule for both).
+
+Without --check or --write, prints the block. --write replaces the block
+between the README's markers (BEGIN and END below); --check exits 1 with one
+line when the README's block differs from what the files give (the test
+analysis.readme_comparison_is_generated_from_results runs it), 0 when equal.
+--print gives the comparison's seeds, arms or the ViT teacher's candidates,
+one line, for jobs/compare.sh and jobs/teacher_vit.sh (their one source).
+
+Exit status: 0; 1 for --check with a difference; 2 with one line for a
+missing marker or a malformed kept file.
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lift  # noqa: E402  (paired differences, intervals, McNemar, the equal-time rule)
+
+SEEDS = ("11", "12", "13", "14")
+# The arms in jobs/compare.sh's order, with what each is (docs/learning-log.md's table).
+ARMS = (("A", "student alone, 32 epochs"),
+        ("B", "A with label smoothing 0.1"),
+        ("C", "distilled from the convnet teacher, DeiT hard distillation token, 32 epochs"),
+        ("Cs", "C with the soft loss (tau 4, alpha 0.5)"),
+        ("S", "C with sifting (scope \"sample\", beta 2)"),
+        ("D", "distilled (hard, token) from the chosen ViT teacher, 32 epochs"),
+        ("E", "student alone, 64 epochs"))
+# The ViT teacher's candidates (jobs/teacher_vit.sh), in the order they run.
+VIT_CANDIDATES = (("V2", "ViT dim 128, depth 6, 4 heads"), ("V1", "ViT dim 192, depth 6, 3 heads"))
+BEGIN = "<!-- BEGIN analysis/compare_table.py: generated from results/; edit the files, not this block -->"
+END = "<!-- END analysis/compare_table.py -->"
+
+
+def fmt_pts(x):
+    return lift.pts(x)
+
+
+def teachers(results):
+    """The teachers' table: the convnet and the ViT candidates, validation and test top-1."""
+    out = ["| teacher | parameters | epochs | validation top-1 | test top-1 (read once) | its training, as measured "
+           "(median epoch) | kept in |",
+           "|---|---|---|---|---|---|---|"]
+    cnn = os.path.join(results, "compare", "teacher-cnn.json")
+    if os.path.exists(cnn):
+        t = load_json(cnn)
+        out.append(f"| convnet, `jobs/teacher_cnn.py` | {t['parameters']:,} | {t['epochs']} | {t['val_top1']:.4f} "
+                   f"| {t['test_top1']:.4f} | {cost(sum(t['epoch_seconds']), t['epoch_seconds'])} "
+                   f"| `{rel(cnn, results)}` |")
+    else:
+        out.append("| convnet, `jobs/teacher_cnn.py` | | | not trained yet | | | |")
+    kept = {}
+    for name, what in VIT_CANDIDATES:
+        path = os.path.join(results, "teacher-vit", name, "result.json")
+        if not os.path.exists(path):
+            out.append(f"| ViT candidate {name} ({what}), `jobs/teacher_vit.sh` | | | not finished yet | | | |")
+            continue
+        r = load_json(path)
+        kept[name] = final_val(r, path)
+        out.append(f"| ViT candidate {name} ({what}), `jobs/teacher_vit.sh` | {r['parameters']:,} | {r['epochs']} "
+                   f"| {kept[name]:.4f} | {r['test_top1']:.4f} "
+                   f"| {cost(r['evaluations'][-1]['train_seconds'], r.get('epoch_seconds', []))} "
+                   f"| `{rel(os.path.dirname(path), results)}` |")
+    out.append("")
+    if len(kept) == len(VIT_CANDIDATES):
+        best = max(kept, key=kept.get)
+        out.append(f"Arm D's teacher: **{best}**, the higher final validation top-1 (the rule's choice).")
+    else:
+        out.append("Arm D's teacher: not chosen yet (the choice waits for every candidate: " +
+                   ", ".join(n for n, _ in VIT_CANDIDATES if n not in kept) + " missing).")
+    return out
+
+
+def cost(seconds, epoch_seconds):
+    """A teacher's training time (min) and its median epoch (s): the second shows a shared machine."""
+    median = sorted(epoch_seconds)[len(epoch_seconds) // 2] if epoch_seconds else None
+    return f"{seconds / 60:.0f} min" + ("" if median is None else f" ({median:.0f} s)")
+
+
+def final_val(r, path):
+    vals = [e["val_top1"] for e in r.get("evaluations", []) if "val_top1" in e]
+    if not vals:
+        raise lift.InputError(f"{path}: no validation evaluations")
+    return float(vals[-1])
+
+
+def load_json(path):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as e:
+        raise lift.InputError(f"{path}: {e}")
+
+
+def rel(path, results):
+    return os.path.join("results", os.path.relpath(path, results))
+
+
+def load_arms(results):
+    """{arm: {seed: run}} for every kept run of the comparison, and each seed's CPU."""
+    runs, cpus = {}, {}
+    for arm, _ in ARMS:
+        for s in SEEDS:
+            d = os.path.join(results, "compare", f"{arm}-s{s}")
+            if os.path.exists(os.path.join(d, "result.json")):
+                runs.setdefault(arm, {})[s] = lift.load_run(d)
+                summary = os.path.join(d, lift.KEPT_TIMING)
+                if os.path.exists(summary):
+                    cpus.setdefault(s, set()).add(load_json(summary).get("cpu", "unknown"))
+    return runs, cpus
+
+
+def arms_table(runs):
+    out = [f"| arm | what | seeds run (of {len(SEEDS)}) | test top-1, mean | training time, mean (min) |",
+           "|---|---|---|---|---|"]
+    for arm, what in ARMS:
+        rs = list(runs.get(arm, {}).values())
+        if rs:
+            top1 = sum(r["final"] for r in rs) / len(rs)
+            minutes = sum(r["train_seconds"] for r in rs) / len(rs) / 60
+            out.append(f"| {arm} | {what} | {len(rs)} | {top1:.4f} | {minutes:.1f} |")
+        else:
+            out.append(f"| {arm} | {what} | 0 | not run yet | |")
+    return out
+
+
+# The comparisons decided before the runs (docs/learning-log.md): X, Y, target text, test on
+# (mean top-1 difference, its interval, mean time change, its interval) -> met or not; None: reported only.
+COMPARISONS = (
+    ("C", "A", "≥ +1.0 point, interval above 0", lambda m, ci, t, cit: m >= 0.010 and ci is not None and ci[0] > 0),
+    ("C", "B", "> 0", lambda m, ci, t, cit: m > 0),
+    ("C", "E", "≥ 0 (32 epochs against 64)", lambda m, ci, t, cit: m >= 0),
+    ("D", "A", "> 0, interval reported", lambda m, ci, t, cit: m > 0),
+    ("S", "C", "time ≤ −30 %, top-1 ≥ −0.5 points", lambda m, ci, t, cit: t <= -0.30 and m >= -0.005),
+    ("Cs", "A", "reported, decides nothing", None),
+)
+
+
+def comparisons_table(runs):
+    out = ["| comparison | target | seeds | test top-1, mean paired difference (points) | 95 % interval | "
+           "McNemar p per seed | training time, mean change | verdict |",
+           "|---|---|---|---|---|---|---|---|"]
+    for x, y, target, test in COMPARISONS:
+        seeds = [s for s in SEEDS if s in runs.get(x, {}) and s in runs.get(y, {})]
+        name = f"{x} − {y}"
+        if not seeds:
+            out.append(f"| {name} | {target} | 0 of {len(SEEDS)} | | | | | not run yet |")
+            continue
+        lift.check_comparable({f"arms {x} and {y}" if y != "E" else f"arm {x}": [runs[x][s] for s in seeds],
+                               **({f"arm {y}": [runs[y][s] for s in seeds]} if y == "E" else {})})
+        rows, means = lift.paired(runs[x], runs[y], seeds)
+        (m, ci), (t, cit) = means["top1"], means["time"]
+        mcn = ", ".join("-" if r[5] is None else f"{r[5][2]:.2g}" for r in rows)
+        if len(seeds) < len(SEEDS):
+            verdict = f"pending ({len(seeds)} of {len(SEEDS)} seeds)"
+        else:
+            verdict = "reported" if test is None else ("**met**" if test(m, ci, t, cit) else "**missed**")
+        out.append(f"| {name} | {target} | {len(seeds)} of {len(SEEDS)} | {fmt_pts(m)} | "
+                   f"{lift.interval(ci, fmt_pts)} | {mcn} | {lift.percent(t)}, 95 % "
+                   f"{lift.interval(cit, lift.percent)} | {verdict} |")
+    return out
+
+
+def equal_time(runs):
+    """C against A at equal training time (validation curves, the live teacher's passes counted):
+    from which budget on C's mean is at or above A's to the end, against the first third of A's
+    schedule (the target)."""
+    seeds = [s for s in SEEDS if s in runs.get("C", {}) and s in runs.get("A", {})]
+    if not seeds:
+        return "Equal training time (C against A, validation top-1, from the first third of A's schedule on): not run yet."
+    c, a = [runs["C"][s] for s in seeds], [runs["A"][s] for s in seeds]
+    third = sum(r["train_seconds"] for r in a) / len(a) / 3
+    start = lift.ahead_from(c, a, 0.0)
+    state = ("behind at the end" if start is None else f"ahead at every evaluation from {start:.0f} s on")
+    verdict = ("pending" if len(seeds) < len(SEEDS) else
+               "**met**" if start is not None and start <= third else "**missed**")
+    return (f"Equal training time (C against A, mean validation top-1 against training time without evaluation, "
+            f"the live teacher's passes counted; {len(seeds)} of {len(SEEDS)} seeds): C is {state}; the first "
+            f"third of A's schedule ends at {third:.0f} s: {verdict}.")
+
+
+def block(results):
+    runs, cpus = load_arms(results)
+    out = [BEGIN, "", "**Teachers**", ""] + teachers(results)
+    out += ["", f"**Arms** (seeds {', '.join(SEEDS)}; final test top-1; training time without evaluation)", ""]
+    out += arms_table(runs)
+    out += ["", "**Comparisons**, decided before the runs "
+            "([`docs/learning-log.md`](docs/learning-log.md), 2026-12-02 and its amendments)", ""]
+    out += comparisons_table(runs)
+    out += ["", equal_time(runs)]
+    if cpus:
+        out += ["", "CPU per seed: " + "; ".join(f"{s}: {', '.join(sorted(cpus[s]))}" for s in sorted(cpus)) + "."]
+    out += ["", END]
+    return "\n".join(out) + "\n"
+
+
+def readme_parts(path):
+    try:
+        text = open(path).read()
+    except OSError as e:
+        raise lift.InputError(f"{path}: {e}")
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise lift.InputError(f"{path}: no single block between '{BEGIN}' and '{END}'")
+    head, rest = text.split(BEGIN, 1)
+    current, tail = rest.split(END, 1)
+    return head, BEGIN + current + END + "\n", tail[1:] if tail.startswith("\n") else tail
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", default=os.path.join(root, "results"))
+    ap.add_argument("--readme", default=os.path.join(root, "README.md"))
+    ap.add_argument("--print", choices=("seeds", "arms", "vit-candidates"))
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true")
+    mode.add_argument("--write", action="store_true")
+    a = ap.parse_args()
+    if a.print:
+        print(" ".join({"seeds": SEEDS, "arms": [x for x, _ in ARMS],
+                        "vit-candidates": [x for x, _ in VIT_CANDIDATES]}[a.print]))
+        return 0
+    try:
+        new = block(a.results)
+        if not (a.check or a.write):
+            print(new, end="")
+            return 0
+        head, current, tail = readme_parts(a.readme)
+    except lift.InputError as e:
+        print(f"compare_table.py: {e}", file=sys.stderr)
+        return 2
+    if a.write:
+        with open(a.readme + ".tmp", "w") as fh:
+            fh.write(head + new + tail)
+        os.replace(a.readme + ".tmp", a.readme)
+        print(f"compare_table.py: wrote the block of {a.readme}")
+        return 0
+    if current != new:
+        old_lines, new_lines = current.splitlines(), new.splitlines()
+        k = next((i for i, (o, n) in enumerate(zip(old_lines, new_lines)) if o != n), min(len(old_lines), len(new_lines)))
+        print(f"compare_table.py: {a.readme}'s comparison block differs from {a.results} at its line {k + 1} "
+              f"(README: {old_lines[k] if k < len(old_lines) else '(end)'!r}); regenerate it: "
+              f"/usr/bin/python3 analysis/compare_table.py --write", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""analysis/compare_table.py on planted kept runs, and the README's block against the repository's files.
+
+    python3 tests/analysis/test_compare_table.py SRC_DIR WORK_DIR
+
+Plants, under WORK_DIR/compare_table/results, what jobs/compare.sh and
+jobs/teacher_vit.sh keep: arms A and C at the four seeds (C − A = +1.2, +1.0,
++1.4, +1.2 points: mean +1.20, 95 % t interval [+0.94, +1.46]; C's training
+time 1.2 times A's), S at two seeds (pending), the convnet teacher's JSON and
+both ViT candidates (V1's validation top-1 the higher). Checks the figures
+and verdicts of the block, that --write then --check agree, that a README
+whose block differs by one figure fails --check with one line (exit 1), and
+that mismatched recipes are refused with one line (exit 2).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+src, work = sys.argv[1], os.path.join(sys.argv[2], "compare_table")
+shutil.rmtree(work, ignore_errors=True)
+results = os.path.join(work, "results")
+tool = os.path.join(src, "analysis", "compare_table.py")
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def kept(folder, seed, final, seconds, curve, dim=96, epochs=32):
+    """A run as analysis/keep_run.py keeps it: result.json (validation curve), timing-summary.json."""
+    os.makedirs(folder)
+    evals = [{"step": 10 * (i + 1), "epoch": i + 1, "train_seconds": t, "val_top1": v} for i, (t, v) in enumerate(curve)]
+    json.dump({"test_top1": final, "steps": 10 * len(curve), "epochs": epochs, "seed": seed, "eval_split": "val",
+               "parameters": 1000 * dim, "train_seconds": seconds + 50, "evaluations": evals,
+               "config": f"[run]\nseed = {seed}\n\n[model]\ndim = {dim}\n\n[train]\nepochs = {epochs}\n"},
+              open(os.path.join(folder, "result.json"), "w"))
+    json.dump({"median_step_ms": 10.0, "cpu": "Planted CPU (avx512_bf16)"},
+              open(os.path.join(folder, "timing-summary.json"), "w"))
+    assert abs(curve[-1][0] - seconds) < 1e-9
+
+
+A_FINAL = {"11": 0.90, "12": 0.91, "13": 0.92, "14": 0.91}
+LIFT = {"11": 0.012, "12": 0.010, "13": 0.014, "14": 0.012}
+for s in A_FINAL:
+    # A: evaluations every 100 s to 1000 s; C: every 120 s to 1200 s, a steeper curve: at or above
+    # A's mean at every budget from its first evaluation (120 s) on.
+    kept(f"{results}/compare/A-s{s}", int(s), A_FINAL[s], 1000.0, [(100.0 * i, 0.80 + 0.01 * i) for i in range(1, 11)])
+    kept(f"{results}/compare/C-s{s}", int(s), A_FINAL[s] + LIFT[s], 1200.0,
+         [(120.0 * i, 0.80 + 0.02 * i) for i in range(1, 11)])
+for s in ("11", "12"):  # S at two seeds: 0.65 of C's time, 0.4 points below it
+    kept(f"{results}/compare/S-s{s}", int(s), A_FINAL[s] + LIFT[s] - 0.004, 780.0,
+         [(78.0 * i, 0.80 + 0.02 * i) for i in range(1, 11)])
+os.makedirs(f"{results}/teacher-vit")
+kept(f"{results}/teacher-vit/V1", 1, 0.925, 5000.0, [(2500.0, 0.90), (5000.0, 0.930)], dim=192, epochs=64)
+kept(f"{results}/teacher-vit/V2", 1, 0.927, 3000.0, [(1500.0, 0.91), (3000.0, 0.925)], dim=128, epochs=64)
+json.dump({"parameters": 309162, "epochs": 30, "val_top1": 0.9456666, "test_top1": 0.9404,
+           "epoch_seconds": [500.0] + [75.0] * 29},
+          open(f"{results}/compare/teacher-cnn.json", "w"))
+
+p = subprocess.run([sys.executable, tool, "--results", results], capture_output=True, text=True)
+out = p.stdout
+check(p.returncode == 0, f"exit 0 (got {p.returncode}: {p.stderr.strip()})")
+check("| C − A | ≥ +1.0 point, interval above 0 | 4 of 4 | +1.20 | [+0.94, +1.46] | -, -, -, - | +20.0 %, 95 % "
+      "[+20.0 %, +20.0 %] | **met** |" in out, "C − A: paired mean, interval, time change, verdict")
+check("| S − C | time ≤ −30 %, top-1 ≥ −0.5 points | 2 of 4 | -0.40 | [-0.40, -0.40] | -, - | -35.0 %, 95 % "
+      "[-35.0 %, -35.0 %] | pending (2 of 4 seeds) |" in out, "S − C at two of four seeds: figures, no verdict")
+check("| C − B | > 0 | 0 of 4 | | | | | not run yet |" in out, "an arm not run: its comparison says so")
+check("| A | student alone, 32 epochs | 4 | 0.9100 | 16.7 |" in out and "| S | C with sifting" in out,
+      "the arms' means over the seeds run")
+check("C is ahead at every evaluation from 120 s on; the first third of A's schedule ends at 333 s: **met**." in out,
+      "equal training time: from C's first evaluation on, inside the first third")
+check("| convnet, `jobs/teacher_cnn.py` | 309,162 | 30 | 0.9457 | 0.9404 | 45 min (75 s) |" in out,
+      "the convnet teacher's row, its training time and median epoch")
+check("| ViT candidate V1 (ViT dim 192, depth 6, 3 heads), `jobs/teacher_vit.sh` | 192,000 | 64 | 0.9300 | 0.9250 "
+      "| 83 min |" in out, "a ViT candidate's row: final validation top-1, training time without evaluation")
+check("Arm D's teacher: **V1**, the higher final validation top-1" in out, "the ViT teacher chosen on validation")
+check("CPU per seed: 11: Planted CPU (avx512_bf16);" in out, "each seed's CPU")
+
+readme = os.path.join(work, "README.md")
+open(readme, "w").write("# x\n\n<!-- BEGIN analysis/compare_table.py: generated from results/; edit the files, not "
+                        "this block -->\nold\n<!-- END analysis/compare_table.py -->\n\nafter\n")
+w = subprocess.run([sys.executable, tool, "--results", results, "--readme", readme, "--write"], capture_output=True, text=True)
+c = subprocess.run([sys.executable, tool, "--results", results, "--readme", readme, "--check"], capture_output=True, text=True)
+text = open(readme).read()
+check(w.returncode == 0 and c.returncode == 0 and text.startswith("# x\n\n") and text.endswith("\n\nafter\n")
+      and out in text, f"--write then --check agree, the text around the block kept (got {w.returncode}, {c.returncode})")
+open(readme, "w").write(text.replace("| +1.20 |", "| +1.25 |"))
+c = subprocess.run([sys.executable, tool, "--results", results, "--readme", readme, "--check"], capture_output=True, text=True)
+check(c.returncode == 1 and c.stderr.count("\n") == 1 and "+1.25" in c.stderr and "--write" in c.stderr,
+      f"a README figure unlike the files: exit 1, one line naming it (got {c.returncode}: {c.stderr.strip()!r})")
+
+shutil.rmtree(f"{results}/compare/C-s13")
+kept(f"{results}/compare/C-s13", 13, 0.934, 1200.0, [(120.0 * i, 0.80 + 0.02 * i) for i in range(1, 11)], dim=128)
+p = subprocess.run([sys.executable, tool, "--results", results], capture_output=True, text=True)
+check(p.returncode == 2 and p.stderr.count("\n") == 1 and "mismatched recipes: model.dim" in p.stderr and p.stdout == "",
+      f"kept runs of another recipe: exit 2, one line, no table (got {p.returncode}: {p.stderr.strip()!r})")
+
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("all checks passed")
