@@ -56,28 +56,29 @@ def fmt_pts(x):
 def teachers(results):
     """The teachers' table: the convnet and the ViT candidates, validation and test top-1."""
     out = ["| teacher | parameters | epochs | validation top-1 | test top-1 (read once) | its training, as measured "
-           "(median epoch) | kept in |",
-           "|---|---|---|---|---|---|---|"]
+           "(median epoch) | where | kept in |",
+           "|---|---|---|---|---|---|---|---|"]
     cnn = os.path.join(results, "compare", "teacher-cnn.json")
     if os.path.exists(cnn):
         t = load_json(cnn)
         out.append(f"| convnet, `jobs/teacher_cnn.py` | {t['parameters']:,} | {t['epochs']} | {t['val_top1']:.4f} "
                    f"| {t['test_top1']:.4f} | {cost(sum(t['epoch_seconds']), t['epoch_seconds'])} "
+                   f"| PyTorch {t.get('torch', '?')}, {t.get('threads', '?')} threads, {t.get('cpu', t.get('machine', '?'))} "
                    f"| `{rel(cnn, results)}` |")
     else:
-        out.append("| convnet, `jobs/teacher_cnn.py` | | | not trained yet | | | |")
+        out.append("| convnet, `jobs/teacher_cnn.py` | | | not trained yet | | | | |")
     kept = {}
     for name, what in VIT_CANDIDATES:
         path = os.path.join(results, "teacher-vit", name, "result.json")
         if not os.path.exists(path):
-            out.append(f"| ViT candidate {name} ({what}), `jobs/teacher_vit.sh` | | | not finished yet | | | |")
+            out.append(f"| ViT candidate {name} ({what}), `jobs/teacher_vit.sh` | | | not finished yet | | | | |")
             continue
         r = load_json(path)
         kept[name] = final_val(r, path)
         out.append(f"| ViT candidate {name} ({what}), `jobs/teacher_vit.sh` | {r['parameters']:,} | {r['epochs']} "
                    f"| {kept[name]:.4f} | {r['test_top1']:.4f} "
                    f"| {cost(r['evaluations'][-1]['train_seconds'], r.get('epoch_seconds', []))} "
-                   f"| `{rel(os.path.dirname(path), results)}` |")
+                   f"| {where(r, os.path.dirname(path))} | `{rel(os.path.dirname(path), results)}` |")
     out.append("")
     if len(kept) == len(VIT_CANDIDATES):
         best = max(kept, key=kept.get)
@@ -92,6 +93,13 @@ def cost(seconds, epoch_seconds):
     """A teacher's training time (min) and its median epoch (s): the second shows a shared machine."""
     median = sorted(epoch_seconds)[len(epoch_seconds) // 2] if epoch_seconds else None
     return f"{seconds / 60:.0f} min" + ("" if median is None else f" ({median:.0f} s)")
+
+
+def where(r, folder):
+    """A vitkd run's ranks, precision, LibTorch and CPU, from its result.json and the kept timing summary."""
+    summary = os.path.join(folder, lift.KEPT_TIMING)
+    cpu = load_json(summary).get("cpu", "?") if os.path.exists(summary) else "?"
+    return f"{r.get('world_size', '?')} ranks, {r.get('compute', '?')}, LibTorch {r.get('libtorch', '?')}, {cpu}"
 
 
 def final_val(r, path):
@@ -121,9 +129,7 @@ def load_arms(results):
             d = os.path.join(results, "compare", f"{arm}-s{s}")
             if os.path.exists(os.path.join(d, "result.json")):
                 runs.setdefault(arm, {})[s] = lift.load_run(d)
-                summary = os.path.join(d, lift.KEPT_TIMING)
-                if os.path.exists(summary):
-                    cpus.setdefault(s, set()).add(load_json(summary).get("cpu", "unknown"))
+                cpus.setdefault(s, set()).add(where(load_json(os.path.join(d, "result.json")), d))
     return runs, cpus
 
 
@@ -206,7 +212,7 @@ def block(results):
     out += comparisons_table(runs)
     out += ["", equal_time(runs)]
     if cpus:
-        out += ["", "CPU per seed: " + "; ".join(f"{s}: {', '.join(sorted(cpus[s]))}" for s in sorted(cpus)) + "."]
+        out += ["", "Where each seed ran: " + "; ".join(f"{s}: {' / '.join(sorted(cpus[s]))}" for s in sorted(cpus)) + "."]
     out += ["", END]
     return "\n".join(out) + "\n"
 

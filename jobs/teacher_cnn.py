@@ -30,6 +30,9 @@ import time
 import h5py
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "analysis"))
+from keep_run import cpu_model  # noqa: E402  (the CPU as every kept run records it)
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -214,6 +217,7 @@ def main():
         "val_top1_per_epoch": curve, "epoch_kept": best_epoch, "val_top1": best, "test_top1": test,
         "epoch_seconds": epoch_s, "reloaded_max_abs_diff": diff,
         "torch": torch.__version__, "python": platform.python_version(), "machine": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
