@@ -128,8 +128,9 @@ def load_arms(results):
         for s in SEEDS:
             d = os.path.join(results, "compare", f"{arm}-s{s}")
             if os.path.exists(os.path.join(d, "result.json")):
-                runs.setdefault(arm, {})[s] = lift.load_run(d)
-                cpus.setdefault(s, set()).add(where(load_json(os.path.join(d, "result.json")), d))
+                r = runs.setdefault(arm, {})[s] = lift.load_run(d)
+                r["where"] = where(load_json(os.path.join(d, "result.json")), d)
+                cpus.setdefault(s, set()).add(r["where"])
     return runs, cpus
 
 
@@ -174,14 +175,27 @@ def comparisons_table(runs):
         rows, means = lift.paired(runs[x], runs[y], seeds)
         (m, ci), (t, cit) = means["top1"], means["time"]
         mcn = ", ".join("-" if r[5] is None else f"{r[5][2]:.2g}" for r in rows)
+        apart = time_apart(runs, x, y, seeds)
+        time = (f"not compared: {apart}" if apart else
+                f"{lift.percent(t)}, 95 % {lift.interval(cit, lift.percent)}")
         if len(seeds) < len(SEEDS):
             verdict = f"pending ({len(seeds)} of {len(SEEDS)} seeds)"
+        elif apart and x == "S":
+            verdict = "not decidable (its time is not comparable)"
         else:
             verdict = "reported" if test is None else ("**met**" if test(m, ci, t, cit) else "**missed**")
         out.append(f"| {name} | {target} | {len(seeds)} of {len(SEEDS)} | {fmt_pts(m)} | "
-                   f"{lift.interval(ci, fmt_pts)} | {mcn} | {lift.percent(t)}, 95 % "
-                   f"{lift.interval(cit, lift.percent)} | {verdict} |")
+                   f"{lift.interval(ci, fmt_pts)} | {mcn} | {time} | {verdict} |")
     return out
+
+
+def time_apart(runs, x, y, seeds):
+    """Why the paired times of X and Y cannot be compared (their runs of a seed on different
+    machines: the rule runs a seed's arms in one session on one machine), or None."""
+    for s in seeds:
+        if runs[x][s]["where"] != runs[y][s]["where"]:
+            return f"seed {s}'s {x} and {y} ran on different machines"
+    return None
 
 
 def equal_time(runs):
@@ -191,6 +205,9 @@ def equal_time(runs):
     seeds = [s for s in SEEDS if s in runs.get("C", {}) and s in runs.get("A", {})]
     if not seeds:
         return "Equal training time (C against A, validation top-1, from the first third of A's schedule on): not run yet."
+    apart = time_apart(runs, "C", "A", seeds)
+    if apart:
+        return f"Equal training time (C against A): not compared, {apart}."
     c, a = [runs["C"][s] for s in seeds], [runs["A"][s] for s in seeds]
     third = sum(r["train_seconds"] for r in a) / len(a) / 3
     start = lift.ahead_from(c, a, 0.0)

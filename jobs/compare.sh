@@ -125,6 +125,26 @@ PY
   exit 0
 fi
 
+# The rule runs a seed's arms in one session on one machine (its time comparisons pair them): say so
+# before a seed is finished on another CPU than the one its kept runs name (analysis/compare_table.py
+# then reports those times as not compared).
+here=$(/usr/bin/python3 -c 'import sys; sys.path.insert(0, "analysis"); import keep_run; print(keep_run.cpu_model())')
+for s in $SEEDS; do
+  todo=0
+  # D is read only at the end of training, never against time: it may run anywhere (2026-12-03).
+  for arm in $ARMS; do [ "$arm" = D ] || [ -f "$KEEP/$arm-s$s/result.json" ] || todo=1; done
+  [ "$todo" = 1 ] || continue
+  for kept in "$KEEP"/*-s"$s"/timing-summary.json; do
+    [ -f "$kept" ] || continue
+    there=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cpu"])' "$kept")
+    if [ "$there" != "$here" ]; then
+      echo "compare: seed $s: $(basename "$(dirname "$kept")") ran on '$there', this CPU is '$here':" \
+           "the seed's time comparisons with the arms run here will not be made" >&2
+      break
+    fi
+  done
+done
+
 order=($ARMS)
 i=0
 for s in $SEEDS; do

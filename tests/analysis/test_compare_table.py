@@ -31,7 +31,7 @@ def check(ok, what):
         failures.append(what)
 
 
-def kept(folder, seed, final, seconds, curve, dim=96, epochs=32):
+def kept(folder, seed, final, seconds, curve, dim=96, epochs=32, cpu="Planted CPU (avx512_bf16)"):
     """A run as analysis/keep_run.py keeps it: result.json (validation curve), timing-summary.json."""
     os.makedirs(folder)
     evals = [{"step": 10 * (i + 1), "epoch": i + 1, "train_seconds": t, "val_top1": v} for i, (t, v) in enumerate(curve)]
@@ -40,7 +40,7 @@ def kept(folder, seed, final, seconds, curve, dim=96, epochs=32):
                "world_size": 2, "compute": "bf16", "libtorch": "1.13.0",
                "config": f"[run]\nseed = {seed}\n\n[model]\ndim = {dim}\n\n[train]\nepochs = {epochs}\n"},
               open(os.path.join(folder, "result.json"), "w"))
-    json.dump({"median_step_ms": 10.0, "cpu": "Planted CPU (avx512_bf16)"},
+    json.dump({"median_step_ms": 10.0, "cpu": cpu},
               open(os.path.join(folder, "timing-summary.json"), "w"))
     assert abs(curve[-1][0] - seconds) < 1e-9
 
@@ -94,6 +94,15 @@ open(readme, "w").write(text.replace("| +1.20 |", "| +1.25 |"))
 c = subprocess.run([sys.executable, tool, "--results", results, "--readme", readme, "--check"], capture_output=True, text=True)
 check(c.returncode == 1 and c.stderr.count("\n") == 1 and "+1.25" in c.stderr and "--write" in c.stderr,
       f"a README figure unlike the files: exit 1, one line naming it (got {c.returncode}: {c.stderr.strip()!r})")
+
+# A seed whose S ran on another machine than its C: no time comparison, no verdict on S.
+for s in ("13", "14"):
+    kept(f"{results}/compare/S-s{s}", int(s), A_FINAL[s] + LIFT[s] - 0.004, 780.0,
+         [(78.0 * i, 0.80 + 0.02 * i) for i in range(1, 11)], cpu="Other CPU" if s == "14" else "Planted CPU (avx512_bf16)")
+p = subprocess.run([sys.executable, tool, "--results", results], capture_output=True, text=True)
+check("| S − C | time ≤ −30 %, top-1 ≥ −0.5 points | 4 of 4 | -0.40 | [-0.40, -0.40] | -, -, -, - | not compared: "
+      "seed 14's S and C ran on different machines | not decidable (its time is not comparable) |" in p.stdout,
+      f"S and C of one seed on different machines: no time, no verdict (got {p.returncode}: {p.stderr.strip()!r})")
 
 shutil.rmtree(f"{results}/compare/C-s13")
 kept(f"{results}/compare/C-s13", 13, 0.934, 1200.0, [(120.0 * i, 0.80 + 0.02 * i) for i in range(1, 11)], dim=128)
