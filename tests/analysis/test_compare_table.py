@@ -18,17 +18,13 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish  # noqa: E402
+
 src, work = sys.argv[1], os.path.join(sys.argv[2], "compare_table")
 shutil.rmtree(work, ignore_errors=True)
 results = os.path.join(work, "results")
 tool = os.path.join(src, "analysis", "compare_table.py")
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
 
 
 def kept(folder, seed, final, seconds, curve, dim=96, epochs=32, cpu="Planted CPU (avx512_bf16)"):
@@ -110,7 +106,4 @@ p = subprocess.run([sys.executable, tool, "--results", results], capture_output=
 check(p.returncode == 2 and p.stderr.count("\n") == 1 and "mismatched recipes: model.dim" in p.stderr and p.stdout == "",
       f"kept runs of another recipe: exit 2, one line, no table (got {p.returncode}: {p.stderr.strip()!r})")
 
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("all checks passed")
+finish()

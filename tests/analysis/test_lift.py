@@ -20,6 +20,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish  # noqa: E402
+
 try:
     import h5py
     import numpy as np
@@ -82,13 +85,6 @@ run("sift-s2", [a + 0.01 for a in alone[:6]], 0.060, final=0.865, epochs=10)  # 
 run("sift-b4-s2", [a + 0.01 for a in alone[:5]], 0.050, final=0.855, epochs=10)  # beta 4: 50 s
 
 lift = os.path.join(src, "analysis", "lift.py")
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
 
 
 p = subprocess.run([sys.executable, lift, "--runs", work, "--seeds", "2", "--out", os.path.join(work, "lift.md"),
@@ -213,5 +209,4 @@ p = subprocess.run([sys.executable, lift, "--runs", work, "--seeds", "2"], captu
 check(p.returncode == 2 and "cache.log" in p.stderr and "did the cache finish" in p.stderr,
       f"an unfinished cache: exit 2 naming the log (got {p.returncode}: {p.stderr.strip()})")
 
-print(f"{len(failures)} of the checks failed" if failures else "all checks passed")
-sys.exit(1 if failures else 0)
+finish()

@@ -25,16 +25,12 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish  # noqa: E402
+
 SRC, WORK = sys.argv[1], sys.argv[2]
 SCRIPT = os.path.join(SRC, "analysis", "profile_ops.py")
 os.makedirs(WORK, exist_ok=True)
-failed = []
-
-
-def check(ok, what):
-    print(("ok: " if ok else "FAIL: ") + what)
-    if not ok:
-        failed.append(what)
 
 
 def x(name, ts, dur, tid=1):
@@ -113,5 +109,4 @@ for bad, content in (("not_json.json", "[{"), ("no_events.json", {"traceEvents":
     check(p.returncode == 2 and "profile_ops.py: error:" in p.stderr and "Traceback" not in p.stderr,
           f"{bad}: exit {p.returncode}, one line: {p.stderr.strip()}")
 
-print(f"{'FAILED' if failed else 'PASSED'}: {len(failed)} check(s) failed")
-sys.exit(1 if failed else 0)
+finish()
