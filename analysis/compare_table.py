@@ -269,6 +269,10 @@ def main():
     except lift.InputError as e:
         print(f"compare_table.py: {e}", file=sys.stderr)
         return 2
+    except (KeyError, TypeError, ValueError) as e:
+        print(f"compare_table.py: a kept file under {a.results} lacks a field or has one of the wrong type "
+              f"({type(e).__name__}: {e}); was it written by analysis/keep_run.py or jobs/teacher_cnn.py?", file=sys.stderr)
+        return 2
     if a.write:
         with open(a.readme + ".tmp", "w") as fh:
             fh.write(head + new + tail)

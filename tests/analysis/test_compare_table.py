@@ -100,6 +100,13 @@ check("| S − C | time ≤ −30 %, top-1 ≥ −0.5 points | 4 of 4 | -0.40 | 
       "seed 14's S and C ran on different machines | not decidable (its time is not comparable) |" in p.stdout,
       f"S and C of one seed on different machines: no time, no verdict (got {p.returncode}: {p.stderr.strip()!r})")
 
+cnn = json.load(open(f"{results}/compare/teacher-cnn.json"))
+json.dump({k: v for k, v in cnn.items() if k != "test_top1"}, open(f"{results}/compare/teacher-cnn.json", "w"))
+p = subprocess.run([sys.executable, tool, "--results", results], capture_output=True, text=True)
+check(p.returncode == 2 and p.stderr.count("\n") == 1 and "test_top1" in p.stderr and p.stdout == "",
+      f"a kept teacher without its test figure: exit 2, one line naming the field (got {p.returncode}: {p.stderr.strip()!r})")
+json.dump(cnn, open(f"{results}/compare/teacher-cnn.json", "w"))
+
 shutil.rmtree(f"{results}/compare/C-s13")
 kept(f"{results}/compare/C-s13", 13, 0.934, 1200.0, [(120.0 * i, 0.80 + 0.02 * i) for i in range(1, 11)], dim=128)
 p = subprocess.run([sys.executable, tool, "--results", results], capture_output=True, text=True)
