@@ -219,6 +219,23 @@ def equal_time(runs):
             f"third of A's schedule ends at {third:.0f} s: {verdict}.")
 
 
+def counting_the_teacher(runs, results):
+    """The student's training "counting the teacher's training": C's mean time plus the convnet
+    teacher's own (as measured, once for every student), against A and E, the students alone."""
+    cnn = os.path.join(results, "compare", "teacher-cnn.json")
+    if "C" not in runs or not os.path.exists(cnn):
+        return "Counting the teacher's training: not run yet."
+    teacher = sum(load_json(cnn)["epoch_seconds"]) / 60
+    mean = lambda arm, key: sum(r[key] for r in runs[arm].values()) / len(runs[arm])
+    c = mean("C", "train_seconds") / 60
+    parts = [f"Counting the teacher's training (the convnet's {teacher:.0f} min, as measured, charged whole to one "
+             f"student): C takes {c + teacher:.0f} min for test top-1 {mean('C', 'final'):.4f}"]
+    for arm, what in (("A", "the student alone"), ("E", "the student alone at 64 epochs")):
+        if arm in runs:
+            parts.append(f"{what} {mean(arm, 'train_seconds') / 60:.0f} min for {mean(arm, 'final'):.4f}")
+    return "; ".join(parts) + f" (means over the seeds run of each arm)."
+
+
 def block(results):
     runs, cpus = load_arms(results)
     out = [BEGIN, "", "**Teachers**", ""] + teachers(results)
@@ -227,7 +244,7 @@ def block(results):
     out += ["", "**Comparisons**, decided before the runs "
             "([`docs/learning-log.md`](docs/learning-log.md), 2026-12-02 and its amendments)", ""]
     out += comparisons_table(runs)
-    out += ["", equal_time(runs)]
+    out += ["", equal_time(runs), "", counting_the_teacher(runs, results)]
     if cpus:
         out += ["", "Where each seed ran: " + "; ".join(f"{s}: {' / '.join(sorted(cpus[s]))}" for s in sorted(cpus)) + "."]
     out += ["", END]

@@ -71,6 +71,10 @@ check("| A | student alone, 32 epochs | 4 | 0.9100 | 16.7 |" in out and "| S | C
       "the arms' means over the seeds run")
 check("C is ahead at every evaluation from 120 s on; the first third of A's schedule ends at 333 s: **met**." in out,
       "equal training time: from C's first evaluation on, inside the first third")
+# 45 min of teacher (500 + 29 x 75 s) + C's 20 min; A 16.7 min at 0.9100; no E.
+check("Counting the teacher's training (the convnet's 45 min, as measured, charged whole to one student): C takes "
+      "65 min for test top-1 0.9220; the student alone 17 min for 0.9100 (means over the seeds run of each arm)." in out,
+      "the teacher's training counted: C against the students alone")
 check("| convnet, `jobs/teacher_cnn.py` | 309,162 | 30 | 0.9457 | 0.9404 | 45 min (75 s) |" in out,
       "the convnet teacher's row, its training time and median epoch")
 check("| ViT candidate V1 (ViT dim 192, depth 6, 3 heads), `jobs/teacher_vit.sh` | 192,000 | 64 | 0.9300 | 0.9250 "
