@@ -27,7 +27,7 @@
 # Report: OUT/compare.md, analysis/lift.py per comparison (C-A, C-B, C-E, Cs-A, S-C, D-A); the
 # README's table: analysis/compare_table.py --write (from KEEP).
 # Duration (ESTIMATE=1, one epoch each, 2026-12-02, the 2 cores shared with other work): about
-# 4.1 h per seed, 16.5 h for the 4 seeds with D and S; on a quiet machine about 7.5 h
+# 4.1 h per seed, 16.5 h for the 4 seeds with D and S; on a quiet machine about 7.7 h
 # (docs/learning-log.md; S at the predicted two thirds of C).
 set -euo pipefail
 cd "$(dirname "$0")/.."
