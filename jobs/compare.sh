@@ -15,8 +15,9 @@
 # can run in separate sessions, each seed's arms in one session on one machine
 # (arm D may follow in a later one: docs/learning-log.md, 2026-12-03).
 #   jobs/compare.sh                 (needs build/vitkd)
-#   ESTIMATE=1 jobs/compare.sh      one epoch of A and of C into OUT/estimate/, and the whole
-#                                   comparison's duration from them (nothing else runs)
+#   ESTIMATE=1 jobs/compare.sh      one epoch of A, of C and of S (sifting from its first step) into
+#                                   OUT/estimate/, and the whole comparison's duration from them
+#                                   (nothing else runs; any CPU, in the precision auto picks there)
 # Environment:
 #   OUT=runs/compare  SEEDS="11 12 13 14"  NP=2  ARMS="A B C Cs S D E"  KEEP=results/compare
 #   DATA=data/fmnist-val.h5 (made here when missing: --val-fraction 0.1 --val-seed 1)
@@ -99,9 +100,11 @@ train() {
 }
 
 if [ -n "${ESTIMATE:-}" ]; then
-  # One epoch of the cheapest (A) and the dearest 32-epoch arm (C, the live teacher).
+  # One epoch of the cheapest (A) and the dearest 32-epoch arm (C, the live teacher), and one of S
+  # sifting from its first step (its steady state; in the arm it starts after sift.delay steps).
   train estimate/A-1ep A --set train.epochs=1 --set run.seed=11
   train estimate/C-1ep C --set train.epochs=1 --set run.seed=11
+  train estimate/S-1ep S --set train.epochs=1 --set run.seed=11 --set sift.delay=0
   /usr/bin/python3 - "$OUT/estimate" "$SEEDS" "$ARMS" <<'PY'
 import json, sys
 d, seeds, arms = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
@@ -109,14 +112,21 @@ a = json.load(open(f"{d}/A-1ep/result.json"))["evaluations"][-1]["train_seconds"
 rc = json.load(open(f"{d}/C-1ep/result.json"))
 c = rc["evaluations"][-1]["train_seconds"]
 teacher = rc["phase_seconds_rank0"][1]  # timing.h5's phases: data_wait, teacher_forward, ...
+rs = json.load(open(f"{d}/S-1ep/result.json"))
+sv = rs["evaluations"][-1]["train_seconds"]
 # On a shared machine one run can be slowed more than the other: C's epoch without its teacher
 # phase is the same work as A's epoch, so A's is taken as the smaller of the two.
-print(f"measured: A {a:.0f} s, C {c:.0f} s of which the teacher's forward passes {teacher:.0f} s")
+print(f"measured: A {a:.0f} s, C {c:.0f} s of which the teacher's forward passes {teacher:.0f} s, "
+      f"S {sv:.0f} s sifting from its first step (kept {rs['kept_fraction']:.2f}; S/C {sv / c:.2f})")
 a = min(a, c - teacher)
 # Per arm: epochs x the measured epoch (A's for the arms without a teacher, C's with one; D's ViT
-# teacher is taken as dear as C's), plus 32 evaluations of ~2 % (not measured separately).
-# S (C with sifting) is taken at 0.66 of C: the amendment's prediction (-30 to -38 %), not a measurement.
-cost = {"A": 32 * a, "B": 32 * a, "C": 32 * c, "Cs": 32 * c, "S": 32 * c * 0.66, "D": 32 * c, "E": 64 * a}
+# teacher is taken as dear as C's), plus 32 evaluations of ~2 % (not measured separately). S runs
+# C's epochs until sift.delay (1000 steps of 422 an epoch), then its own.
+unsifted = min(32, 1000 / 422)
+cost = {"A": 32 * a, "B": 32 * a, "C": 32 * c, "Cs": 32 * c, "S": unsifted * c + (32 - unsifted) * sv,
+        "D": 32 * c, "E": 64 * a}
+print(f"S against C over 32 epochs: {100 * (cost['S'] / cost['C'] - 1):+.0f} % (the amendment of 2026-12-03 "
+      "predicts -30 to -38 %)")
 total = len(seeds) * sum(cost[x] for x in arms) * 1.02
 print(f"one epoch: A {a:.0f} s, C {c:.0f} s (training time without evaluation); per seed "
       + ", ".join(f"{x} {cost[x] / 60:.0f} min" for x in arms)
