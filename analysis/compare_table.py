@@ -95,11 +95,19 @@ def cost(seconds, epoch_seconds):
     return f"{seconds / 60:.0f} min" + ("" if median is None else f" ({median:.0f} s)")
 
 
-def where(r, folder):
-    """A vitkd run's ranks, precision, LibTorch and CPU, from its result.json and the kept timing summary."""
+def machine(r, folder):
+    """A vitkd run's ranks, precision, LibTorch and CPU (result.json and the kept timing summary):
+    what must be equal for two runs' times to be compared."""
     summary = os.path.join(folder, lift.KEPT_TIMING)
     cpu = load_json(summary).get("cpu", "?") if os.path.exists(summary) else "?"
     return f"{r.get('world_size', '?')} ranks, {r.get('compute', '?')}, LibTorch {r.get('libtorch', '?')}, {cpu}"
+
+
+def where(r, folder):
+    """machine(), with the vitkd version and the day the run finished (result.json since 2026-12-03)."""
+    day = r.get("finished_utc", "")[:10]
+    return (f"vitkd {r['vitkd_version']}" + (f", {day}" if day else "") + ", "
+            if "vitkd_version" in r else "") + machine(r, folder)
 
 
 def final_val(r, path):
@@ -129,8 +137,9 @@ def load_arms(results):
             d = os.path.join(results, "compare", f"{arm}-s{s}")
             if os.path.exists(os.path.join(d, "result.json")):
                 r = runs.setdefault(arm, {})[s] = lift.load_run(d)
-                r["where"] = where(load_json(os.path.join(d, "result.json")), d)
-                cpus.setdefault(s, set()).add(r["where"])
+                result = load_json(os.path.join(d, "result.json"))
+                r["machine"] = machine(result, d)
+                cpus.setdefault(s, set()).add(where(result, d))
     return runs, cpus
 
 
@@ -193,7 +202,7 @@ def time_apart(runs, x, y, seeds):
     """Why the paired times of X and Y cannot be compared (their runs of a seed on different
     machines: the rule runs a seed's arms in one session on one machine), or None."""
     for s in seeds:
-        if runs[x][s]["where"] != runs[y][s]["where"]:
+        if runs[x][s]["machine"] != runs[y][s]["machine"]:
             return f"seed {s}'s {x} and {y} ran on different machines"
     return None
 

@@ -66,9 +66,14 @@ import json, sys
 path, mode, np_ = sys.argv[1], sys.argv[2], int(sys.argv[3])
 r = json.load(open(path))
 keys = ["mode", "world_size", "steps", "epochs", "test_top1", "train_seconds", "samples_seen",
-        "samples_trained", "images_per_second", "parameters", "teacher_forwards", "teacher_cache_kind"]
+        "samples_trained", "images_per_second", "parameters", "teacher_forwards", "teacher_cache_kind",
+        "libtorch", "vitkd_version", "finished_utc"]
 missing = [k for k in keys if k not in r]
 assert not missing, f"result.json lacks {missing}"
+import calendar, re, time
+assert re.fullmatch(r"\d+\.\d+\.\d+", r["vitkd_version"]), r["vitkd_version"]
+finished = calendar.timegm(time.strptime(r["finished_utc"], "%Y-%m-%d %H:%M UTC"))
+assert abs(finished - time.time()) < 3600, f"finished_utc {r['finished_utc']} is not this run's time"
 assert r["mode"] == mode, r["mode"]
 assert r["world_size"] == np_, r["world_size"]
 assert r["epochs"] == 3

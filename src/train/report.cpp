@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 
 #include "comm/world.hpp"
 #include "io/json.hpp"
@@ -102,6 +103,17 @@ std::vector<JsonObject> time_to_accuracy_json(const std::vector<EvalRecord>& eva
   return out;
 }
 
+// Now, UTC, to the minute ("2026-12-03 12:45 UTC"): result.json's finished_utc, so that a kept
+// run names its date beside its version and CPU.
+static std::string utc_minute_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", &tm);
+  return text;
+}
+
 void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunTiming& t,
                 TeacherTargets* targets, const std::string& resumed_from, int64_t extended_from) {
   const World& w = world();
@@ -160,6 +172,8 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("test_top1_per_epoch", st.top1_per_epoch)
         .set("threads_per_rank", s.plan.threads)
         .set("libtorch", libtorch_version())
+        .set("vitkd_version", std::string(VITKD_VERSION))
+        .set("finished_utc", utc_minute_now())
         .set("compute", s.precision.compute)
         .set("compute_requested", s.precision.requested)
         .set("compute_reason", s.precision.why)

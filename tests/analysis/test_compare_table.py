@@ -33,7 +33,8 @@ def kept(folder, seed, final, seconds, curve, dim=96, epochs=32, cpu="Planted CP
     evals = [{"step": 10 * (i + 1), "epoch": i + 1, "train_seconds": t, "val_top1": v} for i, (t, v) in enumerate(curve)]
     json.dump({"test_top1": final, "steps": 10 * len(curve), "epochs": epochs, "seed": seed, "eval_split": "val",
                "parameters": 1000 * dim, "train_seconds": seconds + 50, "evaluations": evals,
-               "world_size": 2, "compute": "bf16", "libtorch": "1.13.0",
+               "world_size": 2, "compute": "bf16", "libtorch": "1.13.0", "vitkd_version": "0.4.8",
+               "finished_utc": f"2026-12-{10 + seed % 10:02d} 10:00 UTC",
                "config": f"[run]\nseed = {seed}\n\n[model]\ndim = {dim}\n\n[train]\nepochs = {epochs}\n"},
               open(os.path.join(folder, "result.json"), "w"))
     json.dump({"median_step_ms": 10.0, "cpu": cpu},
@@ -78,9 +79,10 @@ check("Counting the teacher's training (the convnet's 45 min, as measured, charg
 check("| convnet, `jobs/teacher_cnn.py` | 309,162 | 30 | 0.9457 | 0.9404 | 45 min (75 s) |" in out,
       "the convnet teacher's row, its training time and median epoch")
 check("| ViT candidate V1 (ViT dim 192, depth 6, 3 heads), `jobs/teacher_vit.sh` | 192,000 | 64 | 0.9300 | 0.9250 "
-      "| 83 min | 2 ranks, bf16, LibTorch 1.13.0, Planted CPU (avx512_bf16) |" in out, "a ViT candidate's row: final validation top-1, training time without evaluation")
+      "| 83 min | vitkd 0.4.8, 2026-12-11, 2 ranks, bf16, LibTorch 1.13.0, Planted CPU (avx512_bf16) |" in out, "a ViT candidate's row: final validation top-1, training time without evaluation")
 check("Arm D's teacher: **V1**, the higher final validation top-1" in out, "the ViT teacher chosen on validation")
-check("Where each seed ran: 11: 2 ranks, bf16, LibTorch 1.13.0, Planted CPU (avx512_bf16);" in out, "each seed's CPU")
+check("Where each seed ran: 11: vitkd 0.4.8, 2026-12-11, 2 ranks, bf16, LibTorch 1.13.0, Planted CPU (avx512_bf16);"
+      in out, "each seed's version, day and machine")
 
 readme = os.path.join(work, "README.md")
 open(readme, "w").write("# x\n\n<!-- BEGIN analysis/compare_table.py: generated from results/; edit the files, not "
