@@ -242,7 +242,7 @@ def counting_the_teacher(runs, results):
     for arm, what in (("A", "the student alone"), ("E", "the student alone at 64 epochs")):
         if arm in runs:
             parts.append(f"{what} {mean(arm, 'train_seconds') / 60:.0f} min for {mean(arm, 'final'):.4f}")
-    return "; ".join(parts) + f" (means over the seeds run of each arm)."
+    return "; ".join(parts) + " (means over the seeds run of each arm)."
 
 
 def block(results):
