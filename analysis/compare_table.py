@@ -53,14 +53,19 @@ def fmt_pts(x):
     return lift.pts(x)
 
 
-def teachers(results):
+def convnet_teacher(results):
+    """(path, record) of the kept convnet teacher (jobs/teacher_cnn.py's JSON); record None when not kept."""
+    path = os.path.join(results, "compare", "teacher-cnn.json")
+    return path, (load_json(path) if os.path.exists(path) else None)
+
+
+def teachers(results, cnn):
     """The teachers' table: the convnet and the ViT candidates, validation and test top-1."""
     out = ["| teacher | parameters | epochs | validation top-1 | test top-1 (read once) | its training, as measured "
            "(median epoch) | where | kept in |",
            "|---|---|---|---|---|---|---|---|"]
-    cnn = os.path.join(results, "compare", "teacher-cnn.json")
-    if os.path.exists(cnn):
-        t = load_json(cnn)
+    cnn, t = cnn
+    if t is not None:
         out.append(f"| convnet, `jobs/teacher_cnn.py` | {t['parameters']:,} | {t['epochs']} | {t['val_top1']:.4f} "
                    f"| {t['test_top1']:.4f} | {cost(sum(t['epoch_seconds']), t['epoch_seconds'])} "
                    f"| PyTorch {t.get('torch', '?')}, {t.get('threads', '?')} threads, {t.get('cpu', t.get('machine', '?'))} "
@@ -228,13 +233,12 @@ def equal_time(runs):
             f"third of A's schedule ends at {third:.0f} s: {verdict}.")
 
 
-def counting_the_teacher(runs, results):
+def counting_the_teacher(runs, cnn):
     """The student's training "counting the teacher's training": C's mean time plus the convnet
     teacher's own (as measured, once for every student), against A and E, the students alone."""
-    cnn = os.path.join(results, "compare", "teacher-cnn.json")
-    if "C" not in runs or not os.path.exists(cnn):
+    if "C" not in runs or cnn[1] is None:
         return "Counting the teacher's training: not run yet."
-    teacher = sum(load_json(cnn)["epoch_seconds"]) / 60
+    teacher = sum(cnn[1]["epoch_seconds"]) / 60
     mean = lambda arm, key: sum(r[key] for r in runs[arm].values()) / len(runs[arm])
     c = mean("C", "train_seconds") / 60
     parts = [f"Counting the teacher's training (the convnet's {teacher:.0f} min, as measured, charged whole to one "
@@ -247,13 +251,14 @@ def counting_the_teacher(runs, results):
 
 def block(results):
     runs, cpus = load_arms(results)
-    out = [BEGIN, "", "**Teachers**", ""] + teachers(results)
+    cnn = convnet_teacher(results)
+    out = [BEGIN, "", "**Teachers**", ""] + teachers(results, cnn)
     out += ["", f"**Arms** (seeds {', '.join(SEEDS)}; final test top-1; training time without evaluation)", ""]
     out += arms_table(runs)
     out += ["", "**Comparisons**, decided before the runs "
             "([`docs/learning-log.md`](docs/learning-log.md), 2026-12-02 and its amendments)", ""]
     out += comparisons_table(runs)
-    out += ["", equal_time(runs), "", counting_the_teacher(runs, results)]
+    out += ["", equal_time(runs), "", counting_the_teacher(runs, cnn)]
     if cpus:
         out += ["", "Where each seed ran: " + "; ".join(f"{s}: {' / '.join(sorted(cpus[s]))}" for s in sorted(cpus)) + "."]
     out += ["", END]

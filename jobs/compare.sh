@@ -29,7 +29,7 @@
 # README's table: analysis/compare_table.py --write (from KEEP).
 # Duration (ESTIMATE=1, one epoch each, 2026-12-02, the 2 cores shared with other work): about
 # 4.1 h per seed, 16.5 h for the 4 seeds with D and S; on a quiet machine about 7.7 h
-# (docs/learning-log.md; S at the predicted two thirds of C).
+# (docs/learning-log.md; S at two thirds of C, as measured in fp32 on 2026-12-03: -37 %).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source jobs/env.sh
@@ -121,8 +121,8 @@ print(f"measured: A {a:.0f} s, C {c:.0f} s of which the teacher's forward passes
 a = min(a, c - teacher)
 # Per arm: epochs x the measured epoch (A's for the arms without a teacher, C's with one; D's ViT
 # teacher is taken as dear as C's), plus 32 evaluations of ~2 % (not measured separately). S runs
-# C's epochs until sift.delay (1000 steps of 422 an epoch), then its own.
-unsifted = min(32, 1000 / 422)
+# C's epochs until sift.delay (its default, 1000 steps; C's one epoch gives the steps an epoch), then its own.
+unsifted = min(32, 1000 / rc["steps"])
 cost = {"A": 32 * a, "B": 32 * a, "C": 32 * c, "Cs": 32 * c, "S": unsifted * c + (32 - unsifted) * sv,
         "D": 32 * c, "E": 64 * a}
 print(f"S against C over 32 epochs: {100 * (cost['S'] / cost['C'] - 1):+.0f} % (the amendment of 2026-12-03 "
