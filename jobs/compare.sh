@@ -12,8 +12,13 @@
 # under KEEP (analysis/keep_run.py: result.json, the test predictions, the
 # median step time and the CPU; commit them), and so is the convnet teacher:
 # a fresh checkout restores them and runs only what is missing, so the seeds
-# can run in separate sessions, each seed's arms in one session on one machine
-# (arm D may follow in a later one: docs/learning-log.md, 2026-12-03).
+# can run in separate sessions, each seed's arms on one machine (arm D may
+# follow on another: docs/learning-log.md, 2026-12-03) and in one precision,
+# the one "auto" picks where the seed's first run starts (bf16 with native
+# bf16, fp32 without: the amendment of 2026-12-03, fourth session).
+# To free the machine, stop a run at a checkpoint: kill -USR1 <mpirun's pid>
+# (vitkd writes checkpoint.h5 and exits with 75, and so does this script);
+# never SIGTSTP, whose paused minutes would count as training time.
 #   jobs/compare.sh                 (needs build/vitkd)
 #   ESTIMATE=1 jobs/compare.sh      one epoch of A, of C and of S (sifting from its first step) into
 #                                   OUT/estimate/, and the whole comparison's duration from them
@@ -25,11 +30,13 @@
 #   VIT_TEACHER=       a vitkd checkpoint for arm D, chosen on the validation split (default:
 #                      KEEP/teacher-vit.h5, kept by jobs/teacher_vit.sh); D is skipped (with a
 #                      line) without it
+#   EXTRA="--set train.max_steps=3"   keys added to every run (a rehearsal; not for the rule)
 # Report: OUT/compare.md, analysis/lift.py per comparison (C-A, C-B, C-E, Cs-A, S-C, D-A); the
 # README's table: analysis/compare_table.py --write (from KEEP).
 # Duration (ESTIMATE=1, one epoch each, 2026-12-02, the 2 cores shared with other work): about
 # 4.1 h per seed, 16.5 h for the 4 seeds with D and S; on a quiet machine about 7.7 h
-# (docs/learning-log.md; S at two thirds of C, as measured in fp32 on 2026-12-03: -37 %).
+# (docs/learning-log.md; S at two thirds of C, as measured in fp32 on 2026-12-03: -37 %). In fp32
+# on a 2-core AVX2-only EPYC (2026-12-03): about 5.4 h per seed without D, 22-27 h in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source jobs/env.sh
@@ -42,18 +49,16 @@ DATA=${DATA:-data/fmnist-val.h5}
 TEACHER=${TEACHER:-teachers/fmnist-cnn.pt}
 KEEP=${KEEP:-results/compare}
 VIT_TEACHER=${VIT_TEACHER:-}
+read -r -a EXTRA <<< "${EXTRA:-}"
 [ -n "$VIT_TEACHER" ] || [ ! -f "$KEEP/teacher-vit.h5" ] || VIT_TEACHER=$KEEP/teacher-vit.h5
 VITKD=build/vitkd
 CONFIG=inputs/fmnist-distill-cnn.toml
 [ -x "$VITKD" ] || { echo "no $VITKD; build it first (jobs/build.sh)" >&2; exit 2; }
 mkdir -p "$OUT"
 [ -f "$DATA" ] || "$VITKD" prepare fashion-mnist --out "$DATA" --val-fraction 0.1 --val-seed 1
-# The rule of docs/learning-log.md runs the arms in bf16: refuse a CPU where "auto" would not pick it.
-if [ -z "${ESTIMATE:-}" ] && ! "$VITKD" bench gemm --auto-only | grep -q '"auto" chooses bf16'; then
-  echo "compare: this CPU has no native bf16 (vitkd bench gemm), and the comparison's rule runs bf16;" \
-       "run it on a CPU with AVX512_BF16 or AMX" >&2
-  exit 2
-fi
+# A seed's first run fixes its precision: the one "auto" picks here (bf16 with native bf16, fp32
+# without; docs/learning-log.md, 2026-12-03, fourth session), passed to every arm of the seed.
+if "$VITKD" bench gemm --auto-only | grep -q '"auto" chooses bf16'; then HERE_PRECISION=bf16; else HERE_PRECISION=fp32; fi
 mkdir -p "$KEEP"
 if [ ! -f "$TEACHER" ] && [ -f "$KEEP/teacher-cnn.pt" ]; then
   mkdir -p "$(dirname "$TEACHER")"; cp "$KEEP/teacher-cnn.pt" "$TEACHER"
@@ -86,6 +91,18 @@ arm_args() {
   esac
   ARGS+=(--set "data.path=$DATA")
 }
+# seed_precision SEED: the precision of the seed's kept runs (one, by the rule), else HERE_PRECISION.
+seed_precision() {
+  local p
+  p=$(/usr/bin/python3 -c 'import glob, json, sys
+print(" ".join(sorted({json.load(open(f))["compute"] for f in glob.glob(sys.argv[1] + "/*-s" + sys.argv[2] + "/result.json")})))' \
+      "$KEEP" "$1")
+  case $p in
+    "") echo "$HERE_PRECISION" ;;
+    bf16|fp32) echo "$p" ;;
+    *) echo "compare: seed $1's kept runs differ in precision ($p); the rule runs a seed in one" >&2; exit 2 ;;
+  esac
+}
 # train NAME ARM ARGS...: one run into OUT/NAME, unless it has finished.
 train() {
   local name=$1 arm=$2; shift 2
@@ -93,8 +110,14 @@ train() {
   arm_args "$arm"
   mkdir -p "$(dirname "$OUT/$name")"
   echo "compare: $name: $(date -u +%H:%M:%S) -> $OUT/$name.log"
+  local rc=0
   mpirun -n "$NP" --bind-to none "$VITKD" train "$CONFIG" --set run.out_dir="$OUT/$name" "${ARGS[@]}" "$@" \
-    >> "$OUT/$name.log" 2>&1 || { echo "compare: $name failed (exit $?); see $OUT/$name.log" >&2; exit 1; }
+    "${EXTRA[@]}" >> "$OUT/$name.log" 2>&1 || rc=$?
+  if [ "$rc" = 75 ]; then
+    echo "compare: $name: stopped at its checkpoint (SIGUSR1 or SIGTERM); run jobs/compare.sh again to resume it" >&2
+    exit 75
+  fi
+  [ "$rc" = 0 ] || { echo "compare: $name failed (exit $rc); see $OUT/$name.log" >&2; exit 1; }
   tail -n 1 "$OUT/$name.log"
   [ -n "${ESTIMATE:-}" ] || /usr/bin/python3 analysis/keep_run.py "$OUT/$name" "$KEEP/$name"
 }
@@ -159,10 +182,17 @@ order=($ARMS)
 i=0
 for s in $SEEDS; do
   n=${#order[@]}
+  prec=$(seed_precision "$s")
   for ((k = 0; k < n; ++k)); do
     arm=${order[$(((k + i) % n))]}
+    [ ! -f "$OUT/$arm-s$s/result.json" ] || { echo "compare: $arm-s$s: done"; continue; }
     if [ "$arm" = D ] && [ -z "$VIT_TEACHER" ]; then echo "compare: D-s$s: not run (no VIT_TEACHER)"; continue; fi
-    train "$arm-s$s" "$arm" --set run.seed="$s"
+    if [ "$prec" = bf16 ] && [ "$HERE_PRECISION" != bf16 ]; then
+      echo "compare: seed $s runs in bf16 (its kept runs) and this CPU has no native bf16 (vitkd bench gemm):" \
+           "run it on a CPU with AVX512_BF16 or AMX, or start another seed (SEEDS=...)" >&2
+      exit 2
+    fi
+    train "$arm-s$s" "$arm" --set run.seed="$s" --set "precision.compute=\"$prec\""
   done
   i=$((i + 1))
 done

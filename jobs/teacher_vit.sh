@@ -9,7 +9,8 @@
 # arm D. Every finished candidate is kept small under KEEP (result.json with
 # the curve, the test predictions, the median step time and the CPU), so a
 # fresh checkout runs only what is missing; a stopped candidate resumes from
-# its checkpoint when OUT survives.
+# its checkpoint when OUT survives. To free the machine, stop it at a checkpoint:
+# kill -USR1 <mpirun's pid> (exit 75; the rerun resumes it).
 #   jobs/teacher_vit.sh             (needs build/vitkd; any CPU, in the precision auto picks)
 # Environment: OUT=runs/teacher-vit  KEEP=results/teacher-vit  NP=2
 #   CANDIDATES="V2 V1" (those to run now; the choice is made once every candidate is kept)
@@ -50,8 +51,14 @@ for c in $CANDIDATES; do
   if [ -f "$KEEP/$c/result.json" ]; then echo "teacher_vit: $c: done (kept in $KEEP/$c)"; continue; fi
   candidate_args "$c"
   echo "teacher_vit: $c: $(date -u +%H:%M:%S) -> $OUT/$c.log"
+  rc=0
   mpirun -n "$NP" --bind-to none "$VITKD" train inputs/fmnist-teacher.toml --set "run.out_dir=\"$OUT/$c\"" \
-    "${ARGS[@]}" "${EXTRA[@]}" >> "$OUT/$c.log" 2>&1 || { echo "teacher_vit: $c failed (exit $?); see $OUT/$c.log" >&2; exit 1; }
+    "${ARGS[@]}" "${EXTRA[@]}" >> "$OUT/$c.log" 2>&1 || rc=$?
+  if [ "$rc" = 75 ]; then
+    echo "teacher_vit: $c: stopped at its checkpoint (SIGUSR1 or SIGTERM); run jobs/teacher_vit.sh again to resume it" >&2
+    exit 75
+  fi
+  [ "$rc" = 0 ] || { echo "teacher_vit: $c failed (exit $rc); see $OUT/$c.log" >&2; exit 1; }
   tail -n 1 "$OUT/$c.log"
   # The weights of every finished candidate stay in OUT; only the chosen one's are kept below.
   /usr/bin/python3 analysis/keep_run.py "$OUT/$c" "$KEEP/$c"
