@@ -144,21 +144,27 @@ def load_arms(results):
                 r = runs.setdefault(arm, {})[s] = lift.load_run(d)
                 result = load_json(os.path.join(d, "result.json"))
                 r["machine"] = machine(result, d)
+                summary = os.path.join(d, lift.KEPT_TIMING)
+                r["median_step_ms"] = load_json(summary).get("median_step_ms") if os.path.exists(summary) else None
                 cpus.setdefault(s, set()).add(where(result, d))
     return runs, cpus
 
 
 def arms_table(runs):
-    out = [f"| arm | what | seeds run (of {len(SEEDS)}) | test top-1, mean | training time, mean (min) |",
-           "|---|---|---|---|---|"]
+    # The median step per seed shows a machine whose speed drifted between runs of the same work.
+    out = [f"| arm | what | seeds run (of {len(SEEDS)}) | test top-1, mean | training time, mean (min) "
+           "| median step per seed (ms) |",
+           "|---|---|---|---|---|---|"]
     for arm, what in ARMS:
         rs = list(runs.get(arm, {}).values())
         if rs:
             top1 = sum(r["final"] for r in rs) / len(rs)
             minutes = sum(r["train_seconds"] for r in rs) / len(rs) / 60
-            out.append(f"| {arm} | {what} | {len(rs)} | {top1:.4f} | {minutes:.1f} |")
+            steps = ", ".join(f"{s}: " + ("?" if r["median_step_ms"] is None else f"{r['median_step_ms']:.0f}")
+                              for s, r in sorted(runs[arm].items()))
+            out.append(f"| {arm} | {what} | {len(rs)} | {top1:.4f} | {minutes:.1f} | {steps} |")
         else:
-            out.append(f"| {arm} | {what} | 0 | not run yet | |")
+            out.append(f"| {arm} | {what} | 0 | not run yet | | |")
     return out
 
 

@@ -68,7 +68,7 @@ check("| C − A | ≥ +1.0 point, interval above 0 | 4 of 4 | +1.20 | [+0.94, +
 check("| S − C | time ≤ −30 %, top-1 ≥ −0.5 points | 2 of 4 | -0.40 | [-0.40, -0.40] | -, - | -35.0 %, 95 % "
       "[-35.0 %, -35.0 %] | pending (2 of 4 seeds) |" in out, "S − C at two of four seeds: figures, no verdict")
 check("| C − B | > 0 | 0 of 4 | | | | | not run yet |" in out, "an arm not run: its comparison says so")
-check("| A | student alone, 32 epochs | 4 | 0.9100 | 16.7 |" in out and "| S | C with sifting" in out,
+check("| A | student alone, 32 epochs | 4 | 0.9100 | 16.7 | 11: 10, 12: 10, 13: 10, 14: 10 |" in out and "| S | C with sifting" in out,
       "the arms' means over the seeds run")
 check("C is ahead at every evaluation from 120 s on; the first third of A's schedule ends at 333 s: **met**." in out,
       "equal training time: from C's first evaluation on, inside the first third")
