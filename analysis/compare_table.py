@@ -100,11 +100,16 @@ def cost(seconds, epoch_seconds):
     return f"{seconds / 60:.0f} min" + ("" if median is None else f" ({median:.0f} s)")
 
 
+def timing_summary(folder):
+    """The kept timing summary (analysis/keep_run.py: median step, CPU), {} when absent."""
+    summary = os.path.join(folder, lift.KEPT_TIMING)
+    return load_json(summary) if os.path.exists(summary) else {}
+
+
 def machine(r, folder):
     """A vitkd run's ranks, precision, LibTorch and CPU (result.json and the kept timing summary):
     what must be equal for two runs' times to be compared."""
-    summary = os.path.join(folder, lift.KEPT_TIMING)
-    cpu = load_json(summary).get("cpu", "?") if os.path.exists(summary) else "?"
+    cpu = timing_summary(folder).get("cpu", "?")
     return f"{r.get('world_size', '?')} ranks, {r.get('compute', '?')}, LibTorch {r.get('libtorch', '?')}, {cpu}"
 
 
@@ -144,8 +149,7 @@ def load_arms(results):
                 r = runs.setdefault(arm, {})[s] = lift.load_run(d)
                 result = load_json(os.path.join(d, "result.json"))
                 r["machine"] = machine(result, d)
-                summary = os.path.join(d, lift.KEPT_TIMING)
-                r["median_step_ms"] = load_json(summary).get("median_step_ms") if os.path.exists(summary) else None
+                r["median_step_ms"] = timing_summary(d).get("median_step_ms")
                 cpus.setdefault(s, set()).add(where(result, d))
     return runs, cpus
 
