@@ -179,10 +179,15 @@ for s in $SEEDS; do
 done
 
 order=($ARMS)
-i=0
+# The rotation is the seed's place i in the rule's list (seed 11 is 0), not in SEEDS: a session that
+# runs SEEDS="12" alone runs seed 12's arms in seed 12's order.
+rule_seeds=($(/usr/bin/python3 analysis/compare_table.py --print seeds))
 for s in $SEEDS; do
   n=${#order[@]}
+  i=0
+  while [ "$i" -lt "${#rule_seeds[@]}" ] && [ "${rule_seeds[$i]}" != "$s" ]; do i=$((i + 1)); done
   prec=$(seed_precision "$s")
+  echo "compare: seed $s ($prec): arms in the order $(for ((k = 0; k < n; ++k)); do printf '%s ' "${order[$(((k + i) % n))]}"; done)"
   for ((k = 0; k < n; ++k)); do
     arm=${order[$(((k + i) % n))]}
     [ ! -f "$OUT/$arm-s$s/result.json" ] || { echo "compare: $arm-s$s: done"; continue; }
@@ -194,7 +199,6 @@ for s in $SEEDS; do
     fi
     train "$arm-s$s" "$arm" --set run.seed="$s" --set "precision.compute=\"$prec\""
   done
-  i=$((i + 1))
 done
 
 # analysis/lift.py per comparison: X's runs as distill-s<N>, Y's as alone-s<N>.
