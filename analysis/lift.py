@@ -30,7 +30,9 @@ the distilled students and the students alone at their seeds have the same
 epochs; all runs evaluated the same split; and their recipes (result.json's
 `config`, or checkpoint.h5's) agree on every key but those that make an arm
 (ARM_KEYS: run.mode/out_dir/seed, teacher.*, distill.*, sift.*,
-checkpoint.*, model.dist_token, train.label_smoothing, train.epochs).
+checkpoint.*, model.dist_token, train.label_smoothing, train.epochs), but
+precision.compute, which may differ between seeds and is the same within
+each seed (SEED_KEYS: the differences are paired within a seed).
 
 Every run of the student recipe without a teacher counts as "student alone":
 the members and alone-s<N>, except members trained for another number of
@@ -108,6 +110,10 @@ def load_run(folder):
 # recipe must be the same in the runs compared.
 ARM_KEYS = ("run.mode", "run.out_dir", "run.seed", "teacher.", "distill.", "sift.", "checkpoint.",
             "model.dist_token", "train.label_smoothing", "train.epochs")
+# The keys a seed may set for all of its runs, differing between seeds but never within one: the
+# precision a seed's first run picked (docs/learning-log.md, 2026-12-03, fourth session). The
+# differences are paired within a seed.
+SEED_KEYS = ("precision.compute",)
 
 
 def recipe_of(folder, r):
@@ -164,16 +170,24 @@ def check_comparable(groups):
     if any(r["recipe"] is None for r in runs):
         raise InputError("no recorded recipe (result.json config or checkpoint.h5) for " +
                          ", ".join(r["name"] for r in runs if r["recipe"] is None) + "; the runs cannot be checked")
-    def shared(rec):
-        return {k: v for k, v in rec.items() if not k.startswith(ARM_KEYS)}
-    base = runs[0]
-    for r in runs[1:]:
-        a, b = shared(base["recipe"]), shared(r["recipe"])
-        diff = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-        if diff:
-            k = diff[0]
-            raise InputError(f"mismatched recipes: {k} = {a.get(k)!r} in {base['name']}, {b.get(k)!r} in {r['name']}"
-                             + (f" (and {len(diff) - 1} more keys)" if len(diff) > 1 else ""))
+    def shared(rec, skip):
+        return {k: v for k, v in rec.items() if not k.startswith(skip)}
+
+    def first_mismatch(rs, skip):
+        base = rs[0]
+        for r in rs[1:]:
+            a, b = shared(base["recipe"], skip), shared(r["recipe"], skip)
+            diff = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+            if diff:
+                k = diff[0]
+                raise InputError(f"mismatched recipes: {k} = {a.get(k)!r} in {base['name']}, {b.get(k)!r} in "
+                                 f"{r['name']}" + (f" (and {len(diff) - 1} more keys)" if len(diff) > 1 else ""))
+    first_mismatch(runs, ARM_KEYS + SEED_KEYS)
+    by_seed = {}
+    for r in runs:
+        by_seed.setdefault(r["seed"], []).append(r)
+    for rs in by_seed.values():
+        first_mismatch(rs, ARM_KEYS)
 
 
 def t_quantile_975(df):

@@ -27,15 +27,18 @@ results = os.path.join(work, "results")
 tool = os.path.join(src, "analysis", "compare_table.py")
 
 
-def kept(folder, seed, final, seconds, curve, dim=96, epochs=32, cpu="Planted CPU (avx512_bf16)"):
+def kept(folder, seed, final, seconds, curve, dim=96, epochs=32, cpu="Planted CPU (avx512_bf16)", compute=None):
     """A run as analysis/keep_run.py keeps it: result.json (validation curve), timing-summary.json."""
     os.makedirs(folder)
+    # A seed's precision: seed 11 in fp32, the others in bf16, as jobs/compare.sh pins it per seed.
+    compute = compute or ("fp32" if seed == 11 else "bf16")
     evals = [{"step": 10 * (i + 1), "epoch": i + 1, "train_seconds": t, "val_top1": v} for i, (t, v) in enumerate(curve)]
     json.dump({"test_top1": final, "steps": 10 * len(curve), "epochs": epochs, "seed": seed, "eval_split": "val",
                "parameters": 1000 * dim, "train_seconds": seconds + 50, "evaluations": evals,
-               "world_size": 2, "compute": "bf16", "libtorch": "1.13.0", "vitkd_version": "0.4.8",
+               "world_size": 2, "compute": compute, "libtorch": "1.13.0", "vitkd_version": "0.4.8",
                "finished_utc": f"2026-12-{10 + seed % 10:02d} 10:00 UTC",
-               "config": f"[run]\nseed = {seed}\n\n[model]\ndim = {dim}\n\n[train]\nepochs = {epochs}\n"},
+               "config": f"[run]\nseed = {seed}\n\n[model]\ndim = {dim}\n\n[train]\nepochs = {epochs}\n\n"
+                         f"[precision]\ncompute = \"{compute}\"\n"},
               open(os.path.join(folder, "result.json"), "w"))
     json.dump({"median_step_ms": 10.0, "cpu": cpu},
               open(os.path.join(folder, "timing-summary.json"), "w"))
@@ -70,8 +73,9 @@ check("| S − C | time ≤ −30 %, top-1 ≥ −0.5 points | 2 of 4 | -0.40 | 
 check("| C − B | > 0 | 0 of 4 | | | | | not run yet |" in out, "an arm not run: its comparison says so")
 check("| A | student alone, 32 epochs | 4 | 0.9100 | 16.7 | 11: 10, 12: 10, 13: 10, 14: 10 |" in out and "| S | C with sifting" in out,
       "the arms' means over the seeds run")
-check("C is ahead at every evaluation from 120 s on; the first third of A's schedule ends at 333 s: **met**." in out,
-      "equal training time: from C's first evaluation on, inside the first third")
+check("C is ahead at every evaluation from 0.12 of A's schedule on (seed 11: 120 s, seed 12: 120 s, seed 13: 120 s, "
+      "seed 14: 120 s); the target: from 0.33 on: **met**." in out,
+      "equal training time: from C's first evaluation on, inside the first third of A's schedule")
 # 45 min of teacher (500 + 29 x 75 s) + C's 20 min; A 16.7 min at 0.9100; no E.
 check("Counting the teacher's training (the convnet's 45 min, as measured, charged whole to one student): C takes "
       "65 min for test top-1 0.9220; the student alone 17 min for 0.9100 (means over the seeds run of each arm)." in out,
@@ -81,8 +85,9 @@ check("| convnet, `jobs/teacher_cnn.py` | 309,162 | 30 | 0.9457 | 0.9404 | 45 mi
 check("| ViT candidate V1 (ViT dim 192, depth 6, 3 heads), `jobs/teacher_vit.sh` | 192,000 | 64 | 0.9300 | 0.9250 "
       "| 83 min | vitkd 0.4.8, 2026-12-11, 2 ranks, bf16, LibTorch 1.13.0, Planted CPU (avx512_bf16) |" in out, "a ViT candidate's row: final validation top-1, training time without evaluation")
 check("Arm D's teacher: **V1**, the higher final validation top-1" in out, "the ViT teacher chosen on validation")
-check("Where each seed ran: 11: vitkd 0.4.8, 2026-12-11, 2 ranks, bf16, LibTorch 1.13.0, Planted CPU (avx512_bf16);"
-      in out, "each seed's version, day and machine")
+check("Where each seed ran: 11: vitkd 0.4.8, 2026-12-11, 2 ranks, fp32, LibTorch 1.13.0, Planted CPU (avx512_bf16);"
+      in out and "12: vitkd 0.4.8, 2026-12-12, 2 ranks, bf16," in out,
+      "each seed's version, day and machine; seeds in different precisions are compared, each within itself")
 
 readme = os.path.join(work, "README.md")
 open(readme, "w").write("# x\n\n<!-- BEGIN analysis/compare_table.py: generated from results/; edit the files, not "
@@ -112,6 +117,28 @@ p = subprocess.run([sys.executable, tool, "--results", results], capture_output=
 check(p.returncode == 2 and p.stderr.count("\n") == 1 and "test_top1" in p.stderr and p.stdout == "",
       f"a kept teacher without its test figure: exit 2, one line naming the field (got {p.returncode}: {p.stderr.strip()!r})")
 json.dump(cnn, open(f"{results}/compare/teacher-cnn.json", "w"))
+
+# Seed 11's C and A on a machine 4 times slower: the equal-time read-out, in fractions of each
+# seed's A schedule, is the same (pooled in seconds, seed 11 would have no evaluation until 400 s).
+for arm, every in (("A", 100.0), ("C", 120.0)):
+    shutil.rmtree(f"{results}/compare/{arm}-s11")
+    kept(f"{results}/compare/{arm}-s11", 11, A_FINAL["11"] + (LIFT["11"] if arm == "C" else 0), 40 * every,
+         [(4 * every * i, 0.80 + (0.02 if arm == "C" else 0.01) * i) for i in range(1, 11)])
+p = subprocess.run([sys.executable, tool, "--results", results], capture_output=True, text=True)
+check("C is ahead at every evaluation from 0.12 of A's schedule on (seed 11: 480 s, seed 12: 120 s," in p.stdout
+      and "the target: from 0.33 on: **met**." in p.stdout,
+      f"equal time with one seed on a slower machine: the same fractions (got {p.returncode}: {p.stderr.strip()!r})")
+
+# A seed whose arms ran in two precisions: its differences would not be paired in one precision.
+shutil.rmtree(f"{results}/compare/C-s12")
+kept(f"{results}/compare/C-s12", 12, 0.92, 1200.0, [(120.0 * i, 0.80 + 0.02 * i) for i in range(1, 11)], compute="fp32")
+p = subprocess.run([sys.executable, tool, "--results", results], capture_output=True, text=True)
+check(p.returncode == 2 and p.stderr.count("\n") == 1 and "mismatched recipes: precision.compute" in p.stderr
+      and "C-s12" in p.stderr and p.stdout == "",
+      f"one seed's arms in two precisions: exit 2, one line (got {p.returncode}: {p.stderr.strip()!r})")
+shutil.rmtree(f"{results}/compare/C-s12")
+kept(f"{results}/compare/C-s12", 12, A_FINAL["12"] + LIFT["12"], 1200.0,
+     [(120.0 * i, 0.80 + 0.02 * i) for i in range(1, 11)])
 
 shutil.rmtree(f"{results}/compare/C-s13")
 kept(f"{results}/compare/C-s13", 13, 0.934, 1200.0, [(120.0 * i, 0.80 + 0.02 * i) for i in range(1, 11)], dim=128)
