@@ -155,18 +155,21 @@ def load_arms(results):
 
 
 def arms_table(runs):
-    # The median step per seed shows a machine whose speed drifted between runs of the same work.
-    out = [f"| arm | what | seeds run (of {len(SEEDS)}) | test top-1, mean | training time, mean (min) "
+    # Times per seed, not a mean over seeds: seeds may run on machines of different speed (seed 11 in
+    # fp32 on an AVX2-only CPU, others in bf16). The median step per seed shows a machine whose speed
+    # drifted between runs of the same work.
+    out = [f"| arm | what | seeds run (of {len(SEEDS)}) | test top-1, mean | training time per seed (min) "
            "| median step per seed (ms) |",
            "|---|---|---|---|---|---|"]
     for arm, what in ARMS:
         rs = list(runs.get(arm, {}).values())
         if rs:
             top1 = sum(r["final"] for r in rs) / len(rs)
-            minutes = sum(r["train_seconds"] for r in rs) / len(rs) / 60
+            per_seed = sorted(runs[arm].items())
+            minutes = ", ".join(f"{s}: {r['train_seconds'] / 60:.1f}" for s, r in per_seed)
             steps = ", ".join(f"{s}: " + ("?" if r["median_step_ms"] is None else f"{r['median_step_ms']:.0f}")
-                              for s, r in sorted(runs[arm].items()))
-            out.append(f"| {arm} | {what} | {len(rs)} | {top1:.4f} | {minutes:.1f} | {steps} |")
+                              for s, r in per_seed)
+            out.append(f"| {arm} | {what} | {len(rs)} | {top1:.4f} | {minutes} | {steps} |")
         else:
             out.append(f"| {arm} | {what} | 0 | not run yet | | |")
     return out
@@ -255,19 +258,23 @@ def equal_time(runs):
 
 
 def counting_the_teacher(runs, cnn):
-    """The student's training "counting the teacher's training": C's mean time plus the convnet
-    teacher's own (as measured, once for every student), against A and E, the students alone."""
+    """The student's training "counting the teacher's training", per seed (each seed's students on one
+    machine): C's time plus the convnet teacher's own (as measured on its machine, once for every
+    student), against A and E, the students alone."""
     if "C" not in runs or cnn[1] is None:
         return "Counting the teacher's training: not run yet."
     teacher = sum(cnn[1]["epoch_seconds"]) / 60
-    mean = lambda arm, key: sum(r[key] for r in runs[arm].values()) / len(runs[arm])
-    c = mean("C", "train_seconds") / 60
-    parts = [f"Counting the teacher's training (the convnet's {teacher:.0f} min, as measured, charged whole to one "
-             f"student): C takes {c + teacher:.0f} min for test top-1 {mean('C', 'final'):.4f}"]
-    for arm, what in (("A", "the student alone"), ("E", "the student alone at 64 epochs")):
-        if arm in runs:
-            parts.append(f"{what} {mean(arm, 'train_seconds') / 60:.0f} min for {mean(arm, 'final'):.4f}")
-    return "; ".join(parts) + " (means over the seeds run of each arm)."
+    parts = []
+    for s, c in sorted(runs["C"].items()):
+        seed = [f"seed {s}: C {c['train_seconds'] / 60:.0f} + {teacher:.0f} = {c['train_seconds'] / 60 + teacher:.0f} "
+                f"min for test top-1 {c['final']:.4f}"]
+        for arm in ("A", "E"):
+            r = runs.get(arm, {}).get(s)
+            if r is not None:
+                seed.append(f"{arm} {r['train_seconds'] / 60:.0f} min for {r['final']:.4f}")
+        parts.append(", ".join(seed))
+    return (f"Counting the teacher's training (the convnet's {teacher:.0f} min, as measured on its machine, charged "
+            f"whole to one student; each seed's students on their own machine): " + "; ".join(parts) + ".")
 
 
 def block(results):
