@@ -36,7 +36,9 @@
 # Duration (ESTIMATE=1, one epoch each, 2026-12-02, the 2 cores shared with other work): about
 # 4.1 h per seed, 16.5 h for the 4 seeds with D and S; on a quiet machine about 7.7 h
 # (docs/learning-log.md; S at two thirds of C, as measured in fp32 on 2026-12-03: -37 %). In fp32
-# on a 2-core AVX2-only EPYC (2026-12-03): about 5.4 h per seed without D, 22-27 h in all.
+# on a 2-core AVX2-only EPYC (2026-12-03): about 5.4 h per seed without D, 22-27 h in all. Measured:
+# seed 12's six arms without D in 73 min (bf16, 2 quiet cores of an AMD EPYC with AVX512_BF16,
+# 2026-12-04; docs/learning-log.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source jobs/env.sh
