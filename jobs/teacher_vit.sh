@@ -7,7 +7,9 @@
 # validation top-1 is the teacher: its weights are kept (analysis/keep_run.py
 # --weights) as results/compare/teacher-vit.h5, which jobs/compare.sh takes for
 # arm D. Every finished candidate is kept small under KEEP (result.json with
-# the curve, the test predictions, the median step time and the CPU), so a
+# the curve, the test predictions, the median step time and the CPU; commit
+# them), and its weights as KEEP/NAME.weights.h5 until the choice (not to be
+# committed: the chosen one's become CHOSEN, the others are deleted), so a
 # fresh checkout runs only what is missing; a stopped candidate resumes from
 # its checkpoint when OUT survives. To free the machine, stop it at a checkpoint:
 # kill -USR1 <mpirun's pid> (exit 75; the rerun resumes it).
@@ -60,8 +62,9 @@ for c in $CANDIDATES; do
   fi
   [ "$rc" = 0 ] || { echo "teacher_vit: $c failed (exit $rc); see $OUT/$c.log" >&2; exit 1; }
   tail -n 1 "$OUT/$c.log"
-  # The weights of every finished candidate stay in OUT; only the chosen one's are kept below.
-  /usr/bin/python3 analysis/keep_run.py "$OUT/$c" "$KEEP/$c"
+  # Every finished candidate's weights are kept beside its folder, uncommitted, until the choice:
+  # OUT (runs/, ignored) does not outlive a fresh checkout, and the choice may come sessions later.
+  /usr/bin/python3 analysis/keep_run.py "$OUT/$c" "$KEEP/$c" --weights "$KEEP/$c.weights.h5"
 done
 
 # The choice: the highest final validation top-1 among all the rule's candidates, once all are kept.
@@ -85,12 +88,17 @@ print(max(rows)[1])
 PY
 grep '^#' "$OUT/choice.txt"
 best=$(tail -n 1 "$OUT/choice.txt")
-if [ -f "$OUT/$best/checkpoint.h5" ]; then
+if [ -f "$KEEP/$best.weights.h5" ]; then
+  mv "$KEEP/$best.weights.h5" "$CHOSEN"
+  rm -f "$KEEP"/*.weights.h5    # the candidates not chosen: their curves stay, their weights go
+  echo "teacher_vit: $best chosen on the validation split -> $CHOSEN (jobs/compare.sh takes it for arm D; commit it)"
+elif [ -f "$OUT/$best/checkpoint.h5" ]; then
   /usr/bin/python3 analysis/keep_run.py "$OUT/$best" "$KEEP/$best" --weights "$CHOSEN"
-  echo "teacher_vit: $best chosen on the validation split -> $CHOSEN (jobs/compare.sh takes it for arm D)"
+  echo "teacher_vit: $best chosen on the validation split -> $CHOSEN (jobs/compare.sh takes it for arm D; commit it)"
 elif [ -f "$CHOSEN" ]; then
   echo "teacher_vit: $best chosen; $CHOSEN already kept"
 else
-  echo "teacher_vit: $best chosen, but its checkpoint ($OUT/$best/checkpoint.h5) is gone: train it again" >&2
+  echo "teacher_vit: $best chosen, but its weights ($KEEP/$best.weights.h5, $OUT/$best/checkpoint.h5) are gone:" \
+       "train it again (mv $KEEP/$best $KEEP/$best.first; CANDIDATES=$best jobs/teacher_vit.sh; its curve should match the first's)" >&2
   exit 1
 fi
