@@ -8,8 +8,9 @@
 # --weights) as results/compare/teacher-vit.h5, which jobs/compare.sh takes for
 # arm D. Every finished candidate is kept small under KEEP (result.json with
 # the curve, the test predictions, the median step time and the CPU; commit
-# them), and its weights as KEEP/NAME.weights.h5 until the choice (not to be
-# committed: the chosen one's become CHOSEN, the others are deleted), so a
+# them), and its weights as KEEP/NAME.weights.h5 until the choice, which
+# makes the chosen one's CHOSEN (commit it) and deletes the others (a fresh
+# checkout has a candidate's weights only where they were committed), so a
 # fresh checkout runs only what is missing; a stopped candidate resumes from
 # its checkpoint when OUT survives. To free the machine, stop it at a checkpoint:
 # kill -USR1 <mpirun's pid> (exit 75; the rerun resumes it).
@@ -62,8 +63,8 @@ for c in $CANDIDATES; do
   fi
   [ "$rc" = 0 ] || { echo "teacher_vit: $c failed (exit $rc); see $OUT/$c.log" >&2; exit 1; }
   tail -n 1 "$OUT/$c.log"
-  # Every finished candidate's weights are kept beside its folder, uncommitted, until the choice:
-  # OUT (runs/, ignored) does not outlive a fresh checkout, and the choice may come sessions later.
+  # Every finished candidate's weights are kept beside its folder until the choice: OUT (runs/,
+  # ignored) does not outlive a fresh checkout, and the choice may come sessions later.
   /usr/bin/python3 analysis/keep_run.py "$OUT/$c" "$KEEP/$c" --weights "$KEEP/$c.weights.h5"
 done
 
