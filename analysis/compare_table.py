@@ -220,7 +220,10 @@ def comparisons_table(runs):
 
 def time_apart(runs, x, y, seeds):
     """Why the paired times of X and Y cannot be compared (their runs of a seed on different
-    machines: the rule runs a seed's arms in one session on one machine), or None."""
+    machines: the rule runs a seed's arms in one session on one machine), or None. D's times are
+    never compared: D may run in a later session, on another host (the amendment of 2026-12-03)."""
+    if "D" in (x, y):
+        return "D may run in another session than its seed's other arms"
     for s in seeds:
         if runs[x][s]["machine"] != runs[y][s]["machine"]:
             return f"seed {s}'s {x} and {y} ran on different machines"
