@@ -11,7 +11,8 @@ both ViT candidates (V1's validation top-1 the higher). Checks the figures
 and verdicts of the block (met, and missed with C at +0.8 points behind A's
 curve), that --write then --check agree, that a README
 whose block differs by one figure fails --check with one line (exit 1), and
-that mismatched recipes are refused with one line (exit 2).
+that mismatched recipes are refused with one line (exit 2), and that arm D's time is
+never paired with A's (D may run in another session).
 """
 import json
 import os
@@ -112,6 +113,15 @@ p = subprocess.run([sys.executable, tool, "--results", results], capture_output=
 check("| S − C | time ≤ −30 %, top-1 ≥ −0.5 points | 4 of 4 | -0.40 | [-0.40, -0.40] | -, -, -, - | not compared: "
       "seed 14's S and C ran on different machines | not decidable (its time is not comparable) |" in p.stdout,
       f"S and C of one seed on different machines: no time, no verdict (got {p.returncode}: {p.stderr.strip()!r})")
+
+# D at one seed, on the same CPU model as A but three times as slow (another session, another host):
+# its time is never paired with A's, whatever the CPU strings say (the amendment of 2026-12-03).
+kept(f"{results}/compare/D-s12", 12, A_FINAL["12"] + 0.007, 3000.0, [(300.0 * i, 0.80 + 0.01 * i) for i in range(1, 11)])
+p = subprocess.run([sys.executable, tool, "--results", results], capture_output=True, text=True)
+check("| D − A | > 0, interval reported | 1 of 4 | +0.70 | not defined with one seed | - | not compared: D may run "
+      "in another session than its seed's other arms | pending (1 of 4 seeds) |" in p.stdout,
+      f"D's time not paired with A's, even on one CPU model (got {p.returncode}: {p.stderr.strip()!r})")
+shutil.rmtree(f"{results}/compare/D-s12")
 
 cnn = json.load(open(f"{results}/compare/teacher-cnn.json"))
 json.dump({k: v for k, v in cnn.items() if k != "test_top1"}, open(f"{results}/compare/teacher-cnn.json", "w"))
