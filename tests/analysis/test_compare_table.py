@@ -113,6 +113,16 @@ p = subprocess.run([sys.executable, tool, "--results", results], capture_output=
 check("| S − C | time ≤ −30 %, top-1 ≥ −0.5 points | 4 of 4 | -0.40 | [-0.40, -0.40] | -, -, -, - | not compared: "
       "seed 14's S and C ran on different machines | not decidable (its time is not comparable) |" in p.stdout,
       f"S and C of one seed on different machines: no time, no verdict (got {p.returncode}: {p.stderr.strip()!r})")
+# The same, with S 0.8 points below C at every seed: the top-1 part misses, so the target is missed
+# whatever the time would have said.
+for s in A_FINAL:
+    shutil.rmtree(f"{results}/compare/S-s{s}")
+    kept(f"{results}/compare/S-s{s}", int(s), A_FINAL[s] + LIFT[s] - 0.008, 780.0,
+         [(78.0 * i, 0.80 + 0.02 * i) for i in range(1, 11)], cpu="Other CPU" if s == "14" else "Planted CPU (avx512_bf16)")
+p = subprocess.run([sys.executable, tool, "--results", results], capture_output=True, text=True)
+check("| S − C | time ≤ −30 %, top-1 ≥ −0.5 points | 4 of 4 | -0.80 | [-0.80, -0.80] | -, -, -, - | not compared: "
+      "seed 14's S and C ran on different machines | **missed** (top-1; its time is not comparable) |" in p.stdout,
+      f"S's top-1 part missed, its time not comparable: missed (got {p.returncode}: {p.stderr.strip()!r})")
 
 # D at one seed, on the same CPU model as A but three times as slow (another session, another host):
 # its time is never paired with A's, whatever the CPU strings say (the amendment of 2026-12-03).
