@@ -282,6 +282,33 @@ def counting_the_teacher(runs, cnn):
             f"whole to one student; each seed's students on their own machine): " + "; ".join(parts) + ".")
 
 
+def counting_the_vit_teacher(runs, results):
+    """The same for arm D: D's time plus the chosen ViT teacher's training (as measured on its machine),
+    and the candidates' training together, since the choice between them needed every one."""
+    done = {}
+    for name, _ in VIT_CANDIDATES:
+        path = os.path.join(results, "teacher-vit", name, "result.json")
+        if os.path.exists(path):
+            r = load_json(path)
+            done[name] = (final_val(r, path), r["evaluations"][-1]["train_seconds"] / 60)
+    if "D" not in runs or len(done) < len(VIT_CANDIDATES):
+        return "Counting the ViT teacher's training: not run yet."
+    best = max(done, key=lambda n: done[n][0])
+    chosen, every = done[best][1], sum(t for _, t in done.values())
+    parts = []
+    for s, d in sorted(runs["D"].items()):
+        seed = [f"seed {s}: D {d['train_seconds'] / 60:.0f} + {chosen:.0f} = {d['train_seconds'] / 60 + chosen:.0f} "
+                f"min ({d['train_seconds'] / 60 + every:.0f} with every candidate) for test top-1 {d['final']:.4f}"]
+        for arm in ("A", "E"):
+            r = runs.get(arm, {}).get(s)
+            if r is not None:
+                seed.append(f"{arm} {r['train_seconds'] / 60:.0f} min for {r['final']:.4f}")
+        parts.append(", ".join(seed))
+    return (f"Counting the ViT teacher's training ({best}'s {chosen:.0f} min; {every:.0f} min for the "
+            f"{len(done)} candidates, since the choice needed each; as measured on their machine, charged whole "
+            f"to one student; D's time at each seed on its own machine, which may differ from A's and E's): " + "; ".join(parts) + ".")
+
+
 def block(results):
     runs, cpus = load_arms(results)
     cnn = convnet_teacher(results)
@@ -291,7 +318,7 @@ def block(results):
     out += ["", "**Comparisons**, decided before the runs "
             "([`docs/learning-log.md`](docs/learning-log.md), 2026-12-02 and its amendments)", ""]
     out += comparisons_table(runs)
-    out += ["", equal_time(runs), "", counting_the_teacher(runs, cnn)]
+    out += ["", equal_time(runs), "", counting_the_teacher(runs, cnn), "", counting_the_vit_teacher(runs, results)]
     if cpus:
         out += ["", "Where each seed ran: " + "; ".join(f"{s}: {' / '.join(sorted(cpus[s]))}" for s in sorted(cpus)) + "."]
     out += ["", END]

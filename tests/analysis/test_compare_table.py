@@ -11,8 +11,10 @@ both ViT candidates (V1's validation top-1 the higher). Checks the figures
 and verdicts of the block (met, and missed with C at +0.8 points behind A's
 curve), that --write then --check agree, that a README
 whose block differs by one figure fails --check with one line (exit 1), and
-that mismatched recipes are refused with one line (exit 2), and that arm D's time is
-never paired with A's (D may run in another session).
+that mismatched recipes are refused with one line (exit 2), that arm D's time is
+never paired with A's (D may run in another session), and that D's line
+"counting the teacher's training" adds the chosen ViT candidate's training
+and all candidates' together.
 """
 import json
 import os
@@ -131,6 +133,12 @@ p = subprocess.run([sys.executable, tool, "--results", results], capture_output=
 check("| D − A | > 0, interval reported | 1 of 4 | +0.70 | not defined with one seed | - | not compared: D may run "
       "in another session than its seed's other arms | pending (1 of 4 seeds) |" in p.stdout,
       f"D's time not paired with A's, even on one CPU model (got {p.returncode}: {p.stderr.strip()!r})")
+# The ViT teacher's cost: the chosen V1's 5000 s (83 min), both candidates' 8000 s (133 min), over D's 50 min.
+check("Counting the ViT teacher's training (V1's 83 min; 133 min for the 2 candidates, since the choice needed "
+      "each; as measured on their machine, charged whole to one student; D's time at each seed on its own "
+      "machine, which may differ from A's and E's): seed 12: D 50 + 83 = 133 min (183 with every candidate) for "
+      "test top-1 0.9170, A 17 min for 0.9100." in p.stdout,
+      "the ViT teacher's training counted: the chosen candidate's, and all candidates', over D's time")
 shutil.rmtree(f"{results}/compare/D-s12")
 
 cnn = json.load(open(f"{results}/compare/teacher-cnn.json"))
