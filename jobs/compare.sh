@@ -38,7 +38,10 @@
 # (docs/learning-log.md; S at two thirds of C, as measured in fp32 on 2026-12-03: -37 %). In fp32
 # on a 2-core AVX2-only EPYC (2026-12-03): about 5.4 h per seed without D, 22-27 h in all. Measured:
 # seed 12's six arms without D in 73 min (bf16, 2 quiet cores of an AMD EPYC with AVX512_BF16,
-# 2026-12-04; docs/learning-log.md).
+# 2026-12-04; docs/learning-log.md). The whole comparison, 2026-12-03 to 12-06 (vitkd 0.4.7,
+# LibTorch 1.13.0, OpenMPI 4.1): a seed's seven arms about 102 min of training in bf16 on that
+# EPYC (D 30 of them), seed 11's about 5.3 h in fp32; with the convnet teacher (68 min) and
+# jobs/teacher_vit.sh's two candidates (236 min), about 12 h in bf16 on that machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source jobs/env.sh
