@@ -269,17 +269,26 @@ def counting_the_teacher(runs, cnn):
     if "C" not in runs or cnn[1] is None:
         return "Counting the teacher's training: not run yet."
     teacher = sum(cnn[1]["epoch_seconds"]) / 60
-    parts = []
-    for s, c in sorted(runs["C"].items()):
-        seed = [f"seed {s}: C {c['train_seconds'] / 60:.0f} + {teacher:.0f} = {c['train_seconds'] / 60 + teacher:.0f} "
-                f"min for test top-1 {c['final']:.4f}"]
-        for arm in ("A", "E"):
-            r = runs.get(arm, {}).get(s)
-            if r is not None:
-                seed.append(f"{arm} {r['train_seconds'] / 60:.0f} min for {r['final']:.4f}")
-        parts.append(", ".join(seed))
     return (f"Counting the teacher's training (the convnet's {teacher:.0f} min, as measured on its machine, charged "
-            f"whole to one student; each seed's students on their own machine): " + "; ".join(parts) + ".")
+            f"whole to one student; each seed's students on their own machine): "
+            + with_teacher(runs, "C", teacher) + ".")
+
+
+def with_teacher(runs, arm, teacher, every=None):
+    """Per seed: ARM's training time plus TEACHER minutes (and EVERY, all candidates' minutes, when
+    given), its test top-1, against A and E, the students alone."""
+    parts = []
+    for s, d in sorted(runs[arm].items()):
+        own = d["train_seconds"] / 60
+        also = "" if every is None else f"({own + every:.0f} with every candidate) "
+        seed = [f"seed {s}: {arm} {own:.0f} + {teacher:.0f} = {own + teacher:.0f} min {also}"
+                f"for test top-1 {d['final']:.4f}"]
+        for alone in ("A", "E"):
+            r = runs.get(alone, {}).get(s)
+            if r is not None:
+                seed.append(f"{alone} {r['train_seconds'] / 60:.0f} min for {r['final']:.4f}")
+        parts.append(", ".join(seed))
+    return "; ".join(parts)
 
 
 def counting_the_vit_teacher(runs, results):
@@ -295,18 +304,10 @@ def counting_the_vit_teacher(runs, results):
         return "Counting the ViT teacher's training: not run yet."
     best = max(done, key=lambda n: done[n][0])
     chosen, every = done[best][1], sum(t for _, t in done.values())
-    parts = []
-    for s, d in sorted(runs["D"].items()):
-        seed = [f"seed {s}: D {d['train_seconds'] / 60:.0f} + {chosen:.0f} = {d['train_seconds'] / 60 + chosen:.0f} "
-                f"min ({d['train_seconds'] / 60 + every:.0f} with every candidate) for test top-1 {d['final']:.4f}"]
-        for arm in ("A", "E"):
-            r = runs.get(arm, {}).get(s)
-            if r is not None:
-                seed.append(f"{arm} {r['train_seconds'] / 60:.0f} min for {r['final']:.4f}")
-        parts.append(", ".join(seed))
     return (f"Counting the ViT teacher's training ({best}'s {chosen:.0f} min; {every:.0f} min for the "
             f"{len(done)} candidates, since the choice needed each; as measured on their machine, charged whole "
-            f"to one student; D's time at each seed on its own machine, which may differ from A's and E's): " + "; ".join(parts) + ".")
+            f"to one student; D's time at each seed on its own machine, which may differ from A's and E's): "
+            + with_teacher(runs, "D", chosen, every) + ".")
 
 
 def block(results):
