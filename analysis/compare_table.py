@@ -72,26 +72,41 @@ def teachers(results, cnn):
                    f"| `{rel(cnn, results)}` |")
     else:
         out.append("| convnet, `jobs/teacher_cnn.py` | | | not trained yet | | | | |")
-    kept = {}
+    kept = vit_candidates(results)
     for name, what in VIT_CANDIDATES:
-        path = os.path.join(results, "teacher-vit", name, "result.json")
-        if not os.path.exists(path):
+        if name not in kept:
             out.append(f"| ViT candidate {name} ({what}), `jobs/teacher_vit.sh` | | | not finished yet | | | | |")
             continue
-        r = load_json(path)
-        kept[name] = final_val(r, path)
+        path, r, val = kept[name]
         out.append(f"| ViT candidate {name} ({what}), `jobs/teacher_vit.sh` | {r['parameters']:,} | {r['epochs']} "
-                   f"| {kept[name]:.4f} | {r['test_top1']:.4f} "
+                   f"| {val:.4f} | {r['test_top1']:.4f} "
                    f"| {cost(r['evaluations'][-1]['train_seconds'], r.get('epoch_seconds', []))} "
                    f"| {where(r, os.path.dirname(path))} | `{rel(os.path.dirname(path), results)}` |")
     out.append("")
-    if len(kept) == len(VIT_CANDIDATES):
-        best = max(kept, key=kept.get)
+    best = vit_choice(kept)
+    if best is not None:
         out.append(f"Arm D's teacher: **{best}**, the higher final validation top-1 (the rule's choice).")
     else:
         out.append("Arm D's teacher: not chosen yet (the choice waits for every candidate: " +
                    ", ".join(n for n, _ in VIT_CANDIDATES if n not in kept) + " missing).")
     return out
+
+
+def vit_candidates(results):
+    """The kept ViT candidates: {name: (path of result.json, record, final validation top-1)}."""
+    kept = {}
+    for name, _ in VIT_CANDIDATES:
+        path = os.path.join(results, "teacher-vit", name, "result.json")
+        if os.path.exists(path):
+            r = load_json(path)
+            kept[name] = (path, r, final_val(r, path))
+    return kept
+
+
+def vit_choice(kept):
+    """Arm D's teacher, the rule's choice: the candidate of higher final validation top-1, once every
+    candidate is kept; None before."""
+    return max(kept, key=lambda n: kept[n][2]) if len(kept) == len(VIT_CANDIDATES) else None
 
 
 def cost(seconds, epoch_seconds):
@@ -294,18 +309,14 @@ def with_teacher(runs, arm, teacher, every=None):
 def counting_the_vit_teacher(runs, results):
     """The same for arm D: D's time plus the chosen ViT teacher's training (as measured on its machine),
     and the candidates' training together, since the choice between them needed every one."""
-    done = {}
-    for name, _ in VIT_CANDIDATES:
-        path = os.path.join(results, "teacher-vit", name, "result.json")
-        if os.path.exists(path):
-            r = load_json(path)
-            done[name] = (final_val(r, path), r["evaluations"][-1]["train_seconds"] / 60)
-    if "D" not in runs or len(done) < len(VIT_CANDIDATES):
+    kept = vit_candidates(results)
+    best = vit_choice(kept)
+    if "D" not in runs or best is None:
         return "Counting the ViT teacher's training: not run yet."
-    best = max(done, key=lambda n: done[n][0])
-    chosen, every = done[best][1], sum(t for _, t in done.values())
+    minutes = {n: r["evaluations"][-1]["train_seconds"] / 60 for n, (_, r, _) in kept.items()}
+    chosen, every = minutes[best], sum(minutes.values())
     return (f"Counting the ViT teacher's training ({best}'s {chosen:.0f} min; {every:.0f} min for the "
-            f"{len(done)} candidates, since the choice needed each; as measured on their machine, charged whole "
+            f"{len(kept)} candidates, since the choice needed each; as measured on their machine, charged whole "
             f"to one student; D's time at each seed on its own machine, which may differ from A's and E's): "
             + with_teacher(runs, "D", chosen, every) + ".")
 

@@ -107,6 +107,7 @@ c = subprocess.run([sys.executable, tool, "--results", results, "--readme", read
 check(c.returncode == 1 and c.stderr.count("\n") == 1 and "+1.25" in c.stderr and "--write" in c.stderr,
       f"a README figure unlike the files: exit 1, one line naming it (got {c.returncode}: {c.stderr.strip()!r})")
 
+
 def plant_s(seeds, below_c):
     """S at SEEDS, BELOW_C under C's top-1, seed 14's on another CPU than its C."""
     for s in seeds:
