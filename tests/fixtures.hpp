@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/world.hpp"
@@ -42,6 +43,15 @@ class Spec {
 /// The tiny model with a parameter count divisible by neither 2 nor 3
 /// (1099 parameters), so that shards over 2 and 3 ranks are uneven.
 inline ModelSpec odd_spec() { return Spec::tiny().dim(10).mlp_ratio(1.5); }
+
+/// The optimizer tests' global batch of step `step`: 13 samples (divisible
+/// by neither 2 nor 3: uneven slices) of odd_spec()'s 1x8x8 images, labels
+/// of 4 classes; the same on every rank. {x [13, 1, 8, 8], y [13]}.
+inline std::pair<torch::Tensor, torch::Tensor> odd_batch(int step) {
+  torch::manual_seed(1000 + step);
+  torch::Tensor x = torch::randn({13, 1, 8, 8});
+  return {x, torch::randint(0, 4, {13}, torch::kLong)};
+}
 
 /// A fresh directory under $TMPDIR (or /tmp), removed with everything in it
 /// when the object goes out of scope. shared = true: collective; rank 0

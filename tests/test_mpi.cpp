@@ -299,9 +299,7 @@ ZeroRun run_zero(const BucketOptions& bopt, int steps = 20, const CommPlacement&
   const int64_t G = 13;  // not divisible by 2 or 3: uneven slices, weighted losses
   ZeroRun out;
   for (int step = 0; step < steps; ++step) {
-    torch::manual_seed(1000 + step);  // the same global batch on every rank
-    auto x = torch::randn({G, 1, 8, 8});
-    auto y = torch::randint(0, 4, {G}, torch::kLong);
+    const auto [x, y] = vitkd::test::odd_batch(step);  // the same global batch of G on every rank
     const int64_t lo = r * G / P, hi = (r + 1) * G / P, n = hi - lo;
     flat.zero_grad();
     const int64_t b0 = comm->bytes_sent(), m0 = g_mpi_bytes;  // buckets start during backward
@@ -334,9 +332,7 @@ ZeroRun reference_run() {
   const AdamWHyper h{1e-3, 0.9, 0.999, 1e-8, 0.05};
   ZeroRun out;
   for (int step = 0; step < 20; ++step) {
-    torch::manual_seed(1000 + step);
-    auto x = torch::randn({13, 1, 8, 8});
-    auto y = torch::randint(0, 4, {13}, torch::kLong);
+    const auto [x, y] = vitkd::test::odd_batch(step);
     flat.zero_grad();
     torch::nn::functional::cross_entropy(model->forward(x).logits, y).backward();
     const double norm = flat.grads.norm().item<double>();

@@ -4,10 +4,12 @@
 #include <malloc.h>
 #endif
 
+#include "comm/comm.hpp"
 #include "fixtures.hpp"
 #include "model/vit.hpp"
 #include "optim/adamw.hpp"
 #include "optim/flat_params.hpp"
+#include "optim/zero.hpp"
 
 using namespace vitkd;
 using vitkd::test::Spec;
@@ -175,6 +177,20 @@ TEST(AdamW, GradNormIsTheSumOfSquaresAndTheMaskLimitsDecay) {
   EXPECT_NEAR(p[20].item<double>(), 1.0, 1e-7);
 }
 
+// The tensor kernel (a GPU without Kokkos CUDA) sums the squares in float64
+// slice by slice, never through a float64 copy of the whole shard: over
+// several slices (3.5 Mi elements) it is the float64 sum, and it equals the
+// Kokkos host kernel's.
+TEST(AdamW, TensorKernelNormIsTheFloat64SumOverSlices) {
+  const int64_t n = (int64_t(7) << 20) / 2 + 3;
+  torch::manual_seed(3);
+  const auto g = torch::randn({n}) * 1e3;
+  AdamW tensor(Shard{0, n}, torch::kCPU, AdamWKernel::Tensor), host(Shard{0, n});
+  const double want = g.to(torch::kFloat64).square().sum().item<double>();
+  EXPECT_NEAR(tensor.grad_sq_norm_tensor(g).item<double>(), want, 1e-10 * want);
+  EXPECT_NEAR(host.grad_sq_norm(g), want, 1e-10 * want);
+}
+
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
 // state_bytes() is what the optimizer memory is reported from (result.json,
 // the start-up line): it must be what AdamW really allocates, measured at
@@ -216,4 +232,65 @@ TEST(Schedule, WarmupThenCosineToFloor) {
   EXPECT_NEAR(schedule_lr(550, 100, 1000, 1.0, 0.1), 0.55, 1e-12);  // half-way: (peak+floor)/2
   EXPECT_NEAR(schedule_lr(1000, 100, 1000, 1.0, 0.1), 0.1, 1e-12);
   EXPECT_NEAR(schedule_lr(5000, 100, 1000, 1.0, 0.1), 0.1, 1e-12);  // stays at the floor
+}
+
+namespace {
+struct OneRankRun {
+  torch::Tensor params, m, v;
+  std::vector<double> norms;
+  int64_t bytes_sent = 0;
+};
+// 8 steps of the odd model at one rank through the communicator `backend`.
+OneRankRun one_rank_run(const std::string& backend, const BucketOptions& bopt) {
+  torch::manual_seed(5);
+  ViT model(vitkd::test::odd_spec());
+  FlatParams flat(*model, 1);
+  auto comm = make_communicator(backend);
+  ShardedAdamW opt(flat, *model, *comm, 0, bopt);
+  const AdamWHyper h{1e-3, 0.9, 0.999, 1e-8, 0.05};
+  OneRankRun out;
+  for (int step = 0; step < 8; ++step) {
+    const auto [x, y] = vitkd::test::odd_batch(step);
+    flat.zero_grad();
+    opt.begin_backward();
+    torch::nn::functional::cross_entropy(model->forward(x).logits, y).backward();
+    out.norms.push_back(opt.step(h, 0.5));  // clipping on: the norm feeds the update
+  }
+  out.params = flat.params.clone();
+  out.m = opt.adamw().m().clone();
+  out.v = opt.adamw().v().clone();
+  out.bytes_sent = comm->bytes_sent();
+  return out;
+}
+}  // namespace
+
+// World size 1 reduces nothing: the "local" backend (what dist.backend
+// "auto" and "mpi" resolve to at one rank) calls no MPI collective and
+// hands nothing to a library, and trains bit for bit as the MPI backend
+// does at one rank: sharded in fp32 and on a bf16 wire (the values rounded
+// through bfloat16, as a one-rank bf16 reduction does), several buckets or
+// one, and unsharded.
+TEST(LocalBackend, OneRankTrainsBitForBitAsMpiAtOneRank) {
+  ASSERT_EQ(world().size, 1) << "a unit test: one rank";
+  for (bool sharded : {true, false})
+    for (WireType wire : {WireType::F32, WireType::BF16})
+      for (int64_t bucket : {int64_t(25) << 20, int64_t(512)}) {
+        if (!sharded && (wire == WireType::BF16 || bucket != (int64_t(25) << 20))) continue;
+        BucketOptions b;
+        b.sharded = sharded;
+        b.wire = wire;
+        b.bucket_bytes = bucket;
+        const OneRankRun mpi = one_rank_run("mpi", b), local = one_rank_run("local", b);
+        const std::string what = std::string(sharded ? "sharded" : "unsharded") +
+                                 (wire == WireType::BF16 ? ", bf16 wire" : ", fp32 wire") + ", bucket " +
+                                 std::to_string(bucket);
+        EXPECT_TRUE(torch::equal(local.params, mpi.params)) << what;
+        EXPECT_TRUE(torch::equal(local.m, mpi.m)) << what;
+        EXPECT_TRUE(torch::equal(local.v, mpi.v)) << what;
+        EXPECT_EQ(local.norms, mpi.norms) << what;
+        EXPECT_EQ(local.bytes_sent, 0) << what;
+        if (sharded) {
+          EXPECT_GT(mpi.bytes_sent, 0) << what;
+        }
+      }
 }

@@ -194,28 +194,43 @@ TEST(DeviceChoice, RanksSharingCountsEqualGpuKeys) {
 TEST(DeviceChoice, AutoFallsBackToMpiInOneLineWhenRanksShareAGpu) {
   std::string note;
   // One rank per GPU, NCCL built: NCCL, silently.
-  EXPECT_EQ(vitkd::resolve_backend("auto", /*cuda=*/true, /*nccl_built=*/true, 1, &note), "nccl");
+  EXPECT_EQ(vitkd::resolve_backend("auto", /*cuda=*/true, /*nccl_built=*/true, 1, /*world_size=*/4, &note), "nccl");
   EXPECT_TRUE(note.empty());
   // Two ranks on one GPU: MPI, and one line that says why.
-  EXPECT_EQ(vitkd::resolve_backend("auto", true, true, 2, &note), "mpi");
+  EXPECT_EQ(vitkd::resolve_backend("auto", true, true, 2, 4, &note), "mpi");
   EXPECT_NE(note.find("dist.backend = \"auto\""), std::string::npos) << note;
   EXPECT_NE(note.find("2 ranks share one GPU"), std::string::npos) << note;
   EXPECT_NE(note.find("MPI"), std::string::npos) << note;
   EXPECT_EQ(note.find('\n'), std::string::npos) << note;
   // The CPU, or a build without NCCL: MPI without a note.
-  EXPECT_EQ(vitkd::resolve_backend("auto", false, true, 1, &note), "mpi");
+  EXPECT_EQ(vitkd::resolve_backend("auto", false, true, 1, 4, &note), "mpi");
   EXPECT_TRUE(note.empty());
-  EXPECT_EQ(vitkd::resolve_backend("auto", true, false, 2, &note), "mpi");
+  EXPECT_EQ(vitkd::resolve_backend("auto", true, false, 2, 4, &note), "mpi");
   EXPECT_TRUE(note.empty());
-  EXPECT_EQ(vitkd::resolve_backend("mpi", true, true, 2, &note), "mpi");
+  EXPECT_EQ(vitkd::resolve_backend("mpi", true, true, 2, 4, &note), "mpi");
   EXPECT_TRUE(note.empty());
+}
+
+TEST(DeviceChoice, OneRankTalksToNobodyUnlessNcclIsAskedForByName) {
+  std::string note;
+  for (bool cuda : {false, true})
+    for (bool nccl_built : {false, true}) {
+      EXPECT_EQ(vitkd::resolve_backend("auto", cuda, nccl_built, 1, /*world_size=*/1, &note), "local");
+      EXPECT_TRUE(note.empty()) << note;
+      EXPECT_EQ(vitkd::resolve_backend("mpi", cuda, nccl_built, 1, 1, &note), "local");
+    }
+  // The one NCCL check at one rank: asked for by name, NCCL it is.
+  EXPECT_EQ(vitkd::resolve_backend("nccl", true, true, 1, 1), "nccl");
+  // Two ranks are never "local".
+  EXPECT_EQ(vitkd::resolve_backend("auto", false, true, 1, 2), "mpi");
+  EXPECT_EQ(vitkd::resolve_backend("auto", true, true, 1, 2), "nccl");
 }
 
 TEST(DeviceChoice, NcclIsKeptWhereAskedAndRefusedInOneLineWithoutNccl) {
   // "nccl" stays "nccl" (select_device refuses it on a rank that shares its GPU).
-  EXPECT_EQ(vitkd::resolve_backend("nccl", true, true, 2), "nccl");
+  EXPECT_EQ(vitkd::resolve_backend("nccl", true, true, 2, 4), "nccl");
   try {
-    vitkd::resolve_backend("nccl", true, /*nccl_built=*/false, 1);
+    vitkd::resolve_backend("nccl", true, /*nccl_built=*/false, 1, 4);
     FAIL() << "no UserError";
   } catch (const vitkd::UserError& e) {
     const std::string m = e.what();

@@ -91,7 +91,8 @@ void allreduce_sum_inplace(const torch::Tensor& t);
 /// Collective, blocking.
 void broadcast_tensor(const torch::Tensor& t, int root);
 
-/// backend: "mpi" or "nccl", as resolved by select_device (comm/device.hpp);
+/// backend: "mpi", "nccl" or "local" (one rank: no communication at all), as
+/// resolved by select_device (comm/device.hpp);
 /// "auto" is taken as "mpi" for callers without a device choice (benchmarks,
 /// tests). Throws UserError when the request cannot be met (e.g. "nccl" in a
 /// build without NCCL).

@@ -67,8 +67,9 @@ int64_t ranks_sharing(const std::vector<double>& keys, double mine) {
 }
 
 std::string resolve_backend(const std::string& backend, bool cuda, bool nccl_built, int64_t most_sharing,
-                            std::string* note) {
+                            int64_t world_size, std::string* note) {
   if (note) note->clear();
+  if (world_size == 1 && backend != "nccl") return "local";
   if (backend == "mpi" || !cuda) return "mpi";
   if (backend == "nccl") {
     if (!nccl_built)
@@ -139,7 +140,7 @@ RunDevice select_device(const std::string& device, const std::string& backend) {
   // The most ranks on one GPU anywhere: every rank takes the same backend.
   const int64_t most = static_cast<int64_t>(allreduce_max(static_cast<double>(sharing)));
   std::string msg;
-  d.backend = resolve_backend(backend, d.cuda(), kNccl, most, &msg);
+  d.backend = resolve_backend(backend, d.cuda(), kNccl, most, w.size, &msg);
   if (!msg.empty()) log0("%s\n", msg.c_str());
   fail_on_first_rank(d.backend == "nccl" && sharing > 1,
                      std::to_string(sharing) + " ranks would share GPU " + gpu + " (" +

@@ -24,7 +24,7 @@ struct RunDevice {
   DeviceKind kind = DeviceKind::Cpu;
   int index = 0;              ///< CUDA device ordinal (0 on the CPU)
   int visible_gpus = 0;       ///< CUDA devices this rank sees (0 without CUDA LibTorch)
-  std::string backend = "mpi";  ///< resolved dist.backend: "mpi" or "nccl"
+  std::string backend = "mpi";  ///< resolved dist.backend: "mpi", "nccl" or "local" (one rank)
 
   bool cuda() const { return kind == DeviceKind::Cuda; }
   torch::Device torch_device() const {
@@ -47,14 +47,17 @@ struct RunDevice {
 RunDevice select_device(const std::string& device, const std::string& backend);
 
 /// The resolved dist.backend for `backend` ("auto" | "mpi" | "nccl", already
-/// validated) on a CUDA (`cuda`) or CPU run, in a build with or without NCCL,
-/// where `most_sharing` is the most ranks that share one GPU anywhere in the
-/// job. "auto": NCCL on CUDA with NCCL built and one rank per GPU, MPI
-/// otherwise; when it falls back to MPI because ranks share a GPU, `note`
-/// gets the one line that says so. "nccl" without NCCL built: UserError.
-/// (select_device refuses "nccl" with shared GPUs on the rank that shares.)
+/// validated) on a CUDA (`cuda`) or CPU run of `world_size` ranks, in a build
+/// with or without NCCL, where `most_sharing` is the most ranks that share
+/// one GPU anywhere in the job. One rank: "local" (nothing to reduce: no MPI
+/// collective, no NCCL communicator), unless "nccl" is asked for by name,
+/// which keeps NCCL (its own check at one rank). "auto": NCCL on CUDA with
+/// NCCL built and one rank per GPU, MPI otherwise; when it falls back to MPI
+/// because ranks share a GPU, `note` gets the one line that says so. "nccl"
+/// without NCCL built: UserError. (select_device refuses "nccl" with shared
+/// GPUs on the rank that shares.)
 std::string resolve_backend(const std::string& backend, bool cuda, bool nccl_built, int64_t most_sharing,
-                            std::string* note = nullptr);
+                            int64_t world_size, std::string* note = nullptr);
 /// How many of the ranks' GPU keys (host + PCI bus id, one per rank) equal `mine`.
 int64_t ranks_sharing(const std::vector<double>& keys, double mine);
 
