@@ -1,5 +1,6 @@
 #include "optim/adamw.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -87,8 +88,15 @@ torch::Tensor AdamW::grad_sq_norm_tensor(const torch::Tensor& grad) const {
     adamw_kernels::device_sq_norm(grad.data_ptr<float>(), shard_.size, out.data_ptr<double>(), stream_of(grad));
     return out;
   }
+  // In float64, a slice at a time: a temporary of 8 MiB, never a float64
+  // copy of the whole shard (on a GPU that copy was twice the gradient).
   torch::NoGradGuard ng;
-  return grad.to(torch::kFloat64).square_().sum();
+  constexpr int64_t kSlice = int64_t(1) << 20;
+  const torch::Tensor g = grad.reshape({-1});
+  torch::Tensor sum = torch::zeros({}, g.options().dtype(torch::kFloat64));
+  for (int64_t at = 0; at < g.numel(); at += kSlice)
+    sum.add_(g.narrow(0, at, std::min(kSlice, g.numel() - at)).to(torch::kFloat64).square_().sum());
+  return sum;
 }
 
 double AdamW::grad_sq_norm(const torch::Tensor& grad) const {
