@@ -38,6 +38,18 @@ find_library(VITKD_NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
   HINTS ${NCCL_ROOT}/lib $ENV{NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR}
         /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib)
 
+# A pip wheel's LibTorch (cmake/VitkdPipTorch.cmake) was built against the
+# wheel's NCCL; another (older) one fails at the link, symbol by symbol.
+if(VITKD_PIP_TORCH_NCCL AND VITKD_NCCL_LIBRARY)
+  file(REAL_PATH "${VITKD_NCCL_LIBRARY}" _nccl_real)
+  file(REAL_PATH "${VITKD_PIP_TORCH_NCCL}" _wheel_real)
+  string(FIND "${_nccl_real}" "${_wheel_real}/" _at)
+  if(NOT _at EQUAL 0)
+    message(FATAL_ERROR "LibTorch from the pip wheel at ${VITKD_PIP_TORCH} links the wheel's NCCL "
+      "(${VITKD_PIP_TORCH_NCCL}), but NCCL_ROOT gave ${VITKD_NCCL_LIBRARY}: set -DNCCL_ROOT=${VITKD_PIP_TORCH_NCCL} "
+      "(or leave NCCL_ROOT unset), in a fresh build folder")
+  endif()
+endif()
 if(VITKD_HAVE_CUDART AND VITKD_NCCL_INCLUDE_DIR AND VITKD_NCCL_LIBRARY)
   set(VITKD_HAVE_NCCL TRUE)
   add_library(vitkd::nccl INTERFACE IMPORTED)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The LibTorch 2.x lane: vitkd built against PyPI's torch (a CUDA build; the
 # venv of jobs/setup-torch2.sh), with CUDA (/usr/local/cuda or CUDA_HOME) and
-# NCCL (the nvidia-nccl wheel torch brings, else the CUDA folder), in C++20
+# NCCL (the nvidia-nccl wheel torch brings), in C++20
 # with -Wall -Wextra -Werror on vitkd's own targets. Every translation unit
 # with CUDA code compiles and links; then the unit tests, the MPI unit tests
 # at 2 ranks, a representative set of end-to-end tests and the tests labelled
@@ -23,27 +23,23 @@ VENV=$(bash jobs/setup-torch2.sh | tail -n 1)
 PY=$VENV/bin/python
 TORCH_DIR=$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 TORCH_CMAKE=$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')
-SITE=$(dirname "$TORCH_DIR")
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 if [ ! -x "$CUDA/bin/nvcc" ]; then
   echo "lane torch2: no CUDA toolkit at $CUDA (bin/nvcc missing); install CUDA 13 there or set CUDA_HOME" >&2
   exit 1
 fi
-NCCL=$SITE/nvidia/nccl
-[ -f "$NCCL/include/nccl.h" ] || NCCL=$CUDA
 echo "torch2: $("$PY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "C++ ABI", int(torch.compiled_with_cxx11_abi()))')"
-echo "torch2: CUDA toolkit $CUDA ($("$CUDA/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')), NCCL from $NCCL"
+echo "torch2: CUDA toolkit $CUDA ($("$CUDA/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
 
 LAUNCH=()
 command -v ccache >/dev/null && LAUNCH=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-# TORCH_DIR on the prefix path too: TorchConfig.cmake would otherwise take a
-# system libtorch (Debian's 1.13) ahead of its own. The architecture list
-# spares the Torch package a GPU probe (nothing here is compiled by nvcc).
+# Only the wheel's CMake prefix: the torch folder, TORCH_CUDA_ARCH_LIST and
+# NCCL_ROOT are derived from it (cmake/VitkdPipTorch.cmake), as a user's
+# build gets them; NCCL must be found (VITKD_WITH_NCCL=ON).
 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release "${LAUNCH[@]}" \
-  -DCMAKE_PREFIX_PATH="$TORCH_CMAKE;$TORCH_DIR" -DTORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}" \
-  -DCUDAToolkit_ROOT="$CUDA" -DVITKD_WITH_CUDA=ON -DVITKD_WITH_NCCL=ON -DNCCL_ROOT="$NCCL" \
+  -DCMAKE_PREFIX_PATH="$TORCH_CMAKE" -DCUDAToolkit_ROOT="$CUDA" -DVITKD_WITH_CUDA=ON -DVITKD_WITH_NCCL=ON \
   -DVITKD_WERROR=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DPython3_EXECUTABLE="$PY" | tee "$B.configure.log" |
-  grep -E "LibTorch|CUDA runtime|NCCL backend|Tests run" || true
+  grep -E "LibTorch|CUDA runtime|NCCL backend|Tests run|pip wheel" || true
 grep -q "^-- LibTorch: .* with CUDA" "$B.configure.log" || {
   echo "lane torch2: the LibTorch of $TORCH_DIR has no CUDA (VITKD_TORCH_CUDA would be off)" >&2; exit 1; }
 rm -f "$B.configure.log"
