@@ -1,42 +1,53 @@
 #!/usr/bin/env bash
-# The device check: one command on a lent GPU machine, which must fit, start
-# to archive, in 9 minutes (docs/gpu.md, "The device run"). Run from the
-# repository root, after jobs/gpu/pack.sh filled gpu-carry/ here:
+# The device check on a lent GPU machine: two commands of at most 270 s
+# each (docs/gpu.md, "The device run"). Run from the repository root, after
+# jobs/gpu/preflight.sh filled and checked gpu-carry/ here:
 #
-#   VITKD_EXPECT_GPU=1 OUT=$OUT bash jobs/gpu/check.sh   # on the GPU machine
-#   bash jobs/gpu/check.sh --dry-run-cpu                 # anywhere: the CPU stands in for cuda
-#   bash jobs/gpu/check.sh --plan                        # the checks, limits and budget only
-#   bash jobs/gpu/rehearse.sh                            # this script with only carried files
+#   OUT=$OUT bash jobs/gpu/check.sh --part=1   # on the GPU machine: launch, cuda vs cpu, B/16 -> S/16 against timm, NCCL
+#   OUT=$OUT bash jobs/gpu/check.sh --part=2   # then everything else
+#   bash jobs/gpu/check.sh --dry-run-cpu       # anywhere: the CPU stands in for cuda
+#   bash jobs/gpu/check.sh --plan --part=1     # the checks, limits and budget only
+#   bash jobs/gpu/rehearse.sh                  # this script with only carried files
 #
 # Steps: (1) the versions of torch (its CUDA, NCCL, C++ ABI), nvcc, the
-# compiler and glibc; (2) unpack gpu-carry/debs into $VITKD_DEPS and set up
-# the relocated OpenMPI (launcher without ssh), PMIx, HDF5, Kokkos, ...
-# (jobs/gpu/lib/deps.sh); (3) the binaries: gpu-carry/prebuilt/ when its
+# compiler and glibc; (2) the binaries: gpu-carry/prebuilt/ when its
 # build.json fits this machine's torch, CUDA, glibc and libstdc++ and the
-# source tree (jobs/gpu/lib/prebuilt.py), else one line naming both sides and
-# a build here (jobs/gpu/lib/build.sh, needs CMake, a compiler and nvcc);
+# source tree (jobs/gpu/lib/prebuilt.py), else one line naming both sides
+# and exit 2 (with --build: a build here, jobs/gpu/lib/build.sh, which needs
+# CMake, a compiler and nvcc); (3) unpack gpu-carry/debs into $VITKD_DEPS
+# and set up the relocated OpenMPI (launcher without ssh), PMIx, HDF5,
+# Kokkos, ... (jobs/gpu/lib/deps.sh);
 # (4) `ldd`: any "not found" stops the run; (5) the plan: every check with
 # its time limit and the budget, printed before the first starts; (6) the
 # checks in order (tests/gpu/run.sh each, no CTest needed), each under its
-# watchdog, a check starting only if its limit fits before the deadline; (7)
-# summary.json (jobs/gpu/summary.py), report.md (jobs/gpu/report.py) and
-# vitkd-gpu.tar.gz (everything else: logs, fragments, results) in $OUT:
-# three files, each far below the device's 16 MiB.
+# watchdog, a check starting only if its limit fits before the deadline.
+# After every check, and at the end, summary.json (jobs/gpu/summary.py),
+# report.md (jobs/gpu/report.py) and vitkd-gpu.tar.gz (logs, fragments,
+# results) are written anew in $OUT: a command killed at its limit still
+# returns what finished. Steps (1) to (4) and the data have timeouts of their
+# own (SETUP_MAX_S in all, default 90 s); a prebuilt that does not fit this
+# machine is one line and exit 2, never a build here unless --build.
 #
-# VITKD_EXPECT_GPU=1 (the device run sets it): no GPU visible is one line
-# first and a failed run; any check that skips or did not run is a fail. The
-# exit status is 0 only when every check that started passed and, with
-# VITKD_EXPECT_GPU=1, every check ran.
+# A GPU is expected wherever a /dev/nvidia* device exists (tests/gpu/expect.sh;
+# VITKD_EXPECT_GPU=1 forces it, =0 on a GPU machine warns once): no GPU
+# visible is then one line first and a failed run, and any check that skips
+# or did not run is a fail. The exit status is 0 only when every check that
+# started passed and, where a GPU is expected, every check ran.
 #
-# Options: --dry-run-cpu; --plan; --only=a_launch,c_cuda_vs_cpu (those checks
-# and what they need); --no-prebuilt (build even where the prebuilt fits);
-# --build-only (build in $BUILD_DIR and stop; jobs/gpu/pack.sh);
-# --skip-build (reuse $BUILD_DIR as it is).
-# Environment: OUT (default ./gpu-out: the three files), WORK (default
+# Options: --part=1|2 (the two device commands, tests/gpu/checks.sh --part);
+# --dry-run-cpu; --plan; --only=a_launch,c_cuda_vs_cpu (those checks and
+# what they need); --build (build here where the prebuilt does not fit);
+# --no-prebuilt (build even where it fits); --build-only (build in
+# $BUILD_DIR and stop; jobs/gpu/pack.sh); --skip-build (use $BUILD_DIR as it
+# is, no prebuilt).
+# Environment: BUILD_MAX_S (the build's limit; default what is left of the
+# budget on a GPU machine, an hour for --build-only and the dry run),
+# OUT (default ./gpu-out: the three files), WORK (default
 # /tmp/vitkd-gpu-work: what the archive holds), RUNS (default
 # /tmp/vitkd-gpu-runs: run folders, never packed), VITKD_DEPS (default
 # /tmp/vitkd-deps), CARRY (default gpu-carry), BUILD_DIR (default build-gpu;
-# dry run build-gpu-dry), JOBS, BUDGET_S (default 540; dry run 7200),
+# dry run build-gpu-dry), JOBS, BUDGET_S (default 270 a part, 540 for both;
+# dry run 7200), SETUP_MAX_S (default 90; dry run 900),
 # LIMIT_SCALE (default 1; dry run 10), STEPS (default 20; dry run 6),
 # PYTHON (default python3: the machine's torch), VITKD_FALLBACK_ALL=1 (every
 # carried support library, not only those the system lacks),
@@ -45,29 +56,37 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$(pwd)
 
-DRY=0 SKIP_BUILD=0 BUILD_ONLY=0 NO_PREBUILT=0 PLAN_ONLY=0 ONLY=""
+DRY=0 SKIP_BUILD=0 BUILD_ONLY=0 NO_PREBUILT=0 ALLOW_BUILD=0 PLAN_ONLY=0 ONLY="" PART=""
 for arg in "$@"; do
   case "$arg" in
     --dry-run-cpu) DRY=1 ;;
     --skip-build) SKIP_BUILD=1 ;;
+    --build) ALLOW_BUILD=1 ;;
     --build-only) BUILD_ONLY=1; NO_PREBUILT=1 ;;
     --no-prebuilt) NO_PREBUILT=1 ;;
     --plan) PLAN_ONLY=1 ;;
     --only=*) ONLY=${arg#--only=} ;;
+    --part=1|--part=2) PART=${arg#--part=} ;;
     -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *) echo "check.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
-EXPECT=0
-case "${VITKD_EXPECT_GPU:-0}" in 1|ON|on|yes|true) EXPECT=1 ;; esac
+# shellcheck source=tests/gpu/expect.sh
+. "$ROOT/tests/gpu/expect.sh"
+gpu_expect "$DRY"   # EXPECT; one warning line where VITKD_EXPECT_GPU=0 on a GPU machine
+export VITKD_GPU_EXPECT_DECIDED=1
 STARTUP_S=30 RESERVE_S=15   # planned: set-up before the first check; summary and archive after the last
 if [ "$DRY" = 1 ]; then
-  STEPS=${STEPS:-6}; LIMIT_SCALE=${LIMIT_SCALE:-10}; BUDGET_S=${BUDGET_S:-7200}
+  STEPS=${STEPS:-6}; LIMIT_SCALE=${LIMIT_SCALE:-10}; BUDGET_S=${BUDGET_S:-7200}; SETUP_MAX_S=${SETUP_MAX_S:-900}
   BUILD=${BUILD_DIR:-$ROOT/build-gpu-dry}
 else
-  STEPS=${STEPS:-20}; LIMIT_SCALE=${LIMIT_SCALE:-1}; BUDGET_S=${BUDGET_S:-540}
+  STEPS=${STEPS:-20}; LIMIT_SCALE=${LIMIT_SCALE:-1}; BUDGET_S=${BUDGET_S:-$([ -n "$PART" ] && echo 270 || echo 540)}
+  SETUP_MAX_S=${SETUP_MAX_S:-90}
   BUILD=${BUILD_DIR:-$ROOT/build-gpu}
 fi
+[ "$NO_PREBUILT" = 1 ] && ALLOW_BUILD=1
+# A part is its checks (an --only given as well narrows it further).
+if [ -n "$PART" ] && [ -z "$ONLY" ]; then ONLY=$(bash "$ROOT/tests/gpu/checks.sh" --part "$PART" | paste -sd, -); fi
 T0=$(date +%s)
 DEADLINE=$((T0 + BUDGET_S - RESERVE_S))
 CHECKS=$(bash "$ROOT/tests/gpu/checks.sh" --list)
@@ -104,32 +123,55 @@ META=$WORK/meta.tsv   # key<TAB>value lines for summary.json
 meta() { printf '%s\t%s\n' "$1" "$2" >> "$META"; }
 log() { printf '[gpu-check %s +%3ds] %s\n' "$(date +%H:%M:%S)" $(($(date +%s) - T0)) "$*" | tee -a "$WORK/progress.log"; }
 
-# finish RC [FATAL]: summary.json, report.md and the archive in $OUT; exit.
-finish() {
-  local rc=$1
-  [ -n "${2:-}" ] && meta fatal "$2"
-  "$PYTHON" "$ROOT/jobs/gpu/summary.py" --work "$WORK" --out "$OUT" --expect "$EXPECT" \
+# write_results [--table]: summary.json, report.md and the archive in $OUT,
+# as they stand (after every check, so that a command killed at its limit
+# still returns what finished); with --table, the table on stdout. Returns
+# summary.py's status (1 when a check failed).
+write_results() {
+  local quiet=--quiet src
+  [ "${1:-}" = --table ] && quiet=""
+  timeout 60 "$PYTHON" "$ROOT/jobs/gpu/summary.py" --work "$WORK" --out "$OUT" --expect "$EXPECT" \
     --mode "$([ "$DRY" = 1 ] && echo dry-run-cpu || echo gpu)" --t0 "$T0" --budget "$BUDGET_S" \
-    --checks "$CHECKS" --only "$ONLY $NEEDED"
-  local src=$?
-  [ "$rc" = 0 ] && rc=$src
-  "$PYTHON" "$ROOT/jobs/gpu/report.py" "$OUT/summary.json" > "$OUT/report.md" 2> "$WORK/logs/report.log" ||
+    --checks "$CHECKS" --only "${ONLY//,/ } $NEEDED" ${PART:+--part "$PART"} $quiet
+  src=$?
+  if timeout 60 "$PYTHON" "$ROOT/jobs/gpu/report.py" "$OUT/summary.json" > "$OUT/report.md.new" 2> "$WORK/logs/report.log"; then
+    mv -f "$OUT/report.md.new" "$OUT/report.md"
+  else
     log "report.py failed (logs/report.log)"
+  fi
   cp -f "$BUILD/CMakeCache.txt" "$WORK/logs/" 2>/dev/null
-  tar -czf "$OUT/vitkd-gpu.tar.gz" -C "$WORK" . 2>/dev/null
-  if [ "$(stat -c %s "$OUT/vitkd-gpu.tar.gz")" -gt $((15 * 1048576)) ]; then   # the device returns files up to 16 MiB
-    tar -czf "$OUT/vitkd-gpu.tar.gz" -C "$WORK" --exclude=logs/build.log --exclude='logs/*.log.big' .
+  timeout 60 tar -czf "$OUT/vitkd-gpu.tar.gz.new" -C "$WORK" . 2>/dev/null
+  if [ "$(stat -c %s "$OUT/vitkd-gpu.tar.gz.new" 2>/dev/null || echo 0)" -gt $((15 * 1048576)) ]; then   # the device returns files up to 16 MiB
+    timeout 60 tar -czf "$OUT/vitkd-gpu.tar.gz.new" -C "$WORK" --exclude=logs/build.log --exclude='logs/*.log.big' .
     log "archive: over 15 MiB, packed again without logs/build.log"
   fi
+  mv -f "$OUT/vitkd-gpu.tar.gz.new" "$OUT/vitkd-gpu.tar.gz" 2>/dev/null
+  return "$src"
+}
+# finish RC [FATAL]: the results in $OUT, the table; exit.
+finish() {
+  local rc=$1
+  trap - TERM
+  [ -n "${SETUP_WD:-}" ] && kill "$SETUP_WD" 2>/dev/null
+  [ -n "${2:-}" ] && meta fatal "$2"
+  write_results --table
+  local src=$?
+  [ "$rc" = 0 ] && rc=$src
   log "out: $(find "$OUT" -maxdepth 1 -type f -printf '%f ')($(du -sh "$OUT" | cut -f1)); exit $rc"
   exit "$rc"
 }
+# The set-up's backstop: past SETUP_MAX_S the step under way is stopped and
+# the run ends with one line (each step also has its own timeout).
+SETUP_WD=""
+trap 'finish 2 "the set-up did not finish within $SETUP_MAX_S s (versions, carried packages, prebuilt, libraries, data; see progress.log)"' TERM
+( sleep "$SETUP_MAX_S"; kill -TERM $$ 2>/dev/null; pkill -TERM -P $$ 2>/dev/null ) > /dev/null 2>&1 &
+SETUP_WD=$!
 
 # ---- 1. the versions that decide whether the binaries fit ------------------------
 NVCC_BIN=$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")
 # One Python start (torch's import costs seconds): the details into
 # python.txt, the one-line summary on stdout.
-PYVER=$("$PYTHON" - "$WORK/python.txt" <<'PY' 2>/dev/null
+PYVER=$(timeout 60 "$PYTHON" - "$WORK/python.txt" <<'PY' 2>/dev/null
 import importlib, sys
 lines, line = [], None
 for m in ("torch", "timm", "numpy", "h5py"):
@@ -140,7 +182,10 @@ for m in ("torch", "timm", "numpy", "h5py"):
         lines.append(f"{m}: not importable ({e.__class__.__name__}: {e})")
 try:
     import torch
-    nccl = ".".join(map(str, torch.cuda.nccl.version())) if hasattr(torch.cuda, "nccl") else "?"
+    try:
+        nccl = ".".join(map(str, torch.cuda.nccl.version()))
+    except Exception:  # noqa: BLE001  (a CPU-only torch has no NCCL)
+        nccl = "none"
     line = f"torch {torch.__version__} (CUDA {torch.version.cuda}, NCCL {nccl}, C++ ABI {int(torch.compiled_with_cxx11_abi())})"
     lines.append(f"torch.cuda.is_available {torch.cuda.is_available()} cuda {torch.version.cuda}")
     if torch.cuda.is_available():
@@ -171,29 +216,38 @@ log "system: $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown OS}")
 
 meta mode "$([ "$DRY" = 1 ] && echo dry-run-cpu || echo gpu)"
 meta host "$(uname -n) $(nproc --all) cores, $(ldd --version 2>&1 | head -1)"
-if [ "$EXPECT" = 1 ] && [ "$DRY" != 1 ] && ! compgen -G '/dev/nvidia[0-9]*' > /dev/null; then
+if [ "$EXPECT" = 1 ] && [ "$DRY" != 1 ] && ! compgen -G "${VITKD_GPU_DEVICE_GLOB:-/dev/nvidia[0-9]*}" > /dev/null; then
   log "FAIL: VITKD_EXPECT_GPU=1, but no GPU is visible here (no /dev/nvidia* device): every GPU check will fail as not run"
   meta no_gpu "VITKD_EXPECT_GPU=1, but no /dev/nvidia* device"
 fi
 
-# ---- 2. the carried packages ----------------------------------------------------------
+# ---- 2. the binaries: prebuilt where they fit (else one line, before any unpacking) ----
+USE_PREBUILT=0
+if [ "$NO_PREBUILT" != 1 ] && [ "$SKIP_BUILD" != 1 ]; then
+  decision=$(timeout 60 "$PYTHON" "$ROOT/jobs/gpu/lib/prebuilt.py" match --carry "$CARRY" --root "$ROOT" 2>&1) ||
+    [ -n "$decision" ] || decision=$'stale\tprebuilt.py match failed or timed out'
+  log "prebuilt: ${decision#*$'\t'}"
+  meta prebuilt "$decision"
+  if [ "${decision%%$'\t'*}" = use ]; then USE_PREBUILT=1
+  elif [ "$ALLOW_BUILD" != 1 ]; then
+    finish 2 "the prebuilt binaries do not fit this machine (${decision#*$'\t'}); run jobs/gpu/preflight.sh where the carry is packed, or pass --build to build here (minutes)"
+  fi
+fi
+
+# ---- 3. the carried packages; a build where asked ---------------------------------------
 # shellcheck source=jobs/gpu/lib/deps.sh
 . "$ROOT/jobs/gpu/lib/deps.sh"
 meta launcher "OMPI_MCA_plm=${OMPI_MCA_plm:-unset}"
-
-# ---- 3. the binaries: prebuilt where they fit, else built here ------------------------
 # shellcheck source=jobs/gpu/lib/build.sh
 . "$ROOT/jobs/gpu/lib/build.sh"
-USE_PREBUILT=0
-if [ "$NO_PREBUILT" != 1 ]; then
-  decision=$("$PYTHON" "$ROOT/jobs/gpu/lib/prebuilt.py" match --carry "$CARRY" --root "$ROOT" 2>&1)
-  log "prebuilt: ${decision#*$'\t'}"
-  meta prebuilt "$decision"
-  [ "${decision%%$'\t'*}" = use ] && USE_PREBUILT=1
-fi
 if [ "$USE_PREBUILT" = 1 ]; then
   VITKD=$CARRY/prebuilt/vitkd H5CMP=$CARRY/prebuilt/vitkd_h5cmp
 else
+  # A build has a limit of its own (BUILD_MAX_S: what is left of the budget
+  # on a GPU machine, an hour elsewhere), outside the set-up's.
+  kill "$SETUP_WD" 2>/dev/null; SETUP_WD=""
+  if [ "$DRY" = 1 ] || [ "$BUILD_ONLY" = 1 ]; then BUILD_MAX_S=${BUILD_MAX_S:-3600}
+  else BUILD_MAX_S=${BUILD_MAX_S:-$((DEADLINE - $(date +%s) > 60 ? DEADLINE - $(date +%s) : 60))}; fi
   gpu_build
   meta build "$([ "$BUILD_OK" = 1 ] && echo ok || echo FAILED) in $BUILD_S s ($BUILD)"
   [ "$BUILD_ONLY" = 1 ] && exit $((BUILD_OK ? 0 : 1))
@@ -209,7 +263,7 @@ fi
 LDD_OK=1
 for b in "$VITKD" "$H5CMP"; do
   echo "--- $b" >> "$WORK/ldd-vitkd.txt"
-  ldd "$b" >> "$WORK/ldd-vitkd.txt" 2>&1 || LDD_OK=0
+  timeout 30 ldd "$b" >> "$WORK/ldd-vitkd.txt" 2>&1 || LDD_OK=0
 done
 if [ "$LDD_OK" = 0 ] || grep -qE 'not found|error while loading' "$WORK/ldd-vitkd.txt"; then
   finish 2 "unresolved libraries: $(grep -E 'not found|error while loading' "$WORK/ldd-vitkd.txt" | tr -s ' \t' ' ' | sort -u | tr '\n' ';')"
@@ -223,10 +277,13 @@ DATA=""
 if [ -s "$ROOT/data/fmnist.h5" ]; then DATA=$ROOT/data/fmnist.h5
 elif [ -d "$CARRY/fashion-mnist" ]; then
   DATA=$RUNS/fmnist.h5
-  [ -s "$DATA" ] || "$VITKD" prepare fashion-mnist --source "$CARRY/fashion-mnist" --out "$DATA" \
+  [ -s "$DATA" ] || timeout 60 "$VITKD" prepare fashion-mnist --source "$CARRY/fashion-mnist" --out "$DATA" \
     > "$WORK/logs/prepare-data.log" 2>&1 || { log "data: prepare FAILED (logs/prepare-data.log): the checks make a synthetic set"; rm -f "$DATA"; DATA=""; }
 fi
 log "data: ${DATA:-synthetic 28x28 (made by the first check that needs it)}"
+# The set-up is over: the checks have watchdogs of their own.
+kill "$SETUP_WD" 2>/dev/null; SETUP_WD=""
+trap 'meta stopped "stopped (TERM) at +$(($(date +%s) - T0)) s: the checks without a result did not run"; finish 143' TERM
 log "plan (limits x $LIMIT_SCALE; a check starts only if its limit fits in what is left; $((DEADLINE - $(date +%s))) s left):"
 plan | while IFS= read -r line; do log "  $line"; done
 
@@ -255,5 +312,6 @@ while read -r name limit needs; do
       "$name" $((lim + 30)) "$order" "$lim" > "$WORK/checks/$name.json"
   fi
   log "$(grep -E "^gpu\\.$name: (pass|fail|skip):" "$WORK/logs/run-$name.txt" | tail -1 || echo "gpu.$name: exit $rc")"
+  write_results
 done <<< "$CHECKS"
 finish 0

@@ -2,17 +2,16 @@
 # Fills gpu-carry/ for the device run: the Debian packages (jobs/gpu/prepare.sh)
 # and the prebuilt binaries (gpu-carry/prebuilt/: vitkd, vitkd_h5cmp and
 # build.json, jobs/gpu/lib/prebuilt.py), built here against the torch of
-# $PYTHON, which must be the device's: torch 2.11.0+cu130 for the H200
-# machine of 2026-11 (a venv: VITKD_TORCH2_SPEC=torch==2.11.0
-# VITKD_TORCH2_VENV=~/.cache/vitkd/torch211-venv bash jobs/setup-torch2.sh).
+# $PYTHON, which must be the device's (jobs/gpu/device.env). jobs/gpu/preflight.sh
+# calls it when the carry is missing or stale, with the right venv.
 # At run time vitkd loads that torch from the device's own site-packages
 # (LD_LIBRARY_PATH, jobs/gpu/lib/deps.sh): nothing of torch is carried.
 #
 #   PYTHON=~/.cache/vitkd/torch211-venv/bin/python bash jobs/gpu/pack.sh
 #   bash jobs/gpu/pack.sh --from build-torch2   # record an existing build (CI's rehearsal)
 #
-# Builds in BUILD_DIR (default build-gpu-prebuilt; cold: about 30 minutes on
-# 2 busy cores) with jobs/gpu/check.sh --build-only; stops when gpu-carry/
+# Builds in BUILD_DIR (default build-gpu-prebuilt; cold: about 5 minutes on
+# 2 cores, 2026-12-06) with jobs/gpu/check.sh --build-only; stops when gpu-carry/
 # would exceed CARRY_MAX_MIB (default 60; the device takes 64 MiB of carried
 # paths in all).
 set -euo pipefail

@@ -4,33 +4,44 @@
 # that hides what a GPU machine is not known to have: ssh and rsh, the
 # system's OpenMPI, PMIx, HDF5, Kokkos, toml++ (and their hwloc, libevent,
 # munge, szip), Debian's LibTorch, the CUDA toolkit, the system's mpirun and
-# compiler wrappers, and the project's build folders. Only gpu-carry/ (the
-# .deb files and the prebuilt binaries of jobs/gpu/pack.sh) and the torch of
+# compiler wrappers, binutils (objdump, ar), dpkg, the C and C++ compilers,
+# CMake and ninja, and the project's build folders. Only gpu-carry/ (the .deb
+# files and the prebuilt binaries of jobs/gpu/pack.sh) and the torch of
 # $PYTHON (standing in for the device's site-packages) are left to be found.
-# There is no GPU here: the GPU checks skip, and a_launch (start-up, the MPI
-# launch of 2 ranks, library loading, one CPU training step) must pass.
+# There is no GPU here: without --dry-run the GPU checks skip, and a_launch
+# (start-up, the MPI launch of 2 ranks, library loading, one CPU training
+# step) must pass; with --dry-run every check runs with the CPU standing in
+# for cuda (check.sh --dry-run-cpu), from the carried files alone.
 #
 #   bash jobs/gpu/rehearse.sh                        # exit 0: it would start there
+#   bash jobs/gpu/rehearse.sh --dry-run              # the whole dry run, carried files alone
+#   bash jobs/gpu/rehearse.sh --dry-run --part=1     # its first device command only (CI)
 #   bash jobs/gpu/rehearse.sh --without-launcher-fix # OpenMPI as it comes: fails without ssh
 #   bash jobs/gpu/rehearse.sh --expect-gpu           # VITKD_EXPECT_GPU=1: must fail here
 #
-# Environment: PYTHON (default: the venv of jobs/setup-torch2.sh), CARRY
+# Environment: PYTHON (default: the Python the prebuilt was built against,
+# from its build.json, else the venv of jobs/setup-torch2.sh), CARRY
 # (default gpu-carry), OUT (default /tmp/vitkd-rehearsal/out), and the
 # variables of check.sh. Exit: check.sh's, or 3 when the namespace cannot be
 # made or something meant to be hidden is still found.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$(pwd)
-FIX=1 EXPECT=0
+FIX=1 EXPECT=0 DRY_ARG=()
 for arg in "$@"; do
   case "$arg" in
     --without-launcher-fix) FIX=0 ;;
     --expect-gpu) EXPECT=1 ;;
+    --dry-run) DRY_ARG+=(--dry-run-cpu) ;;
+    --part=1|--part=2) DRY_ARG+=("$arg") ;;
     *) echo "rehearse.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
-PYTHON=${PYTHON:-${VITKD_TORCH2_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/vitkd/torch2-venv}/bin/python}
 CARRY=${CARRY:-$ROOT/gpu-carry}
+if [ -z "${PYTHON:-}" ]; then
+  PYTHON=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("python", ""))' "$CARRY/prebuilt/build.json" 2>/dev/null)
+  [ -x "$PYTHON" ] || PYTHON=${VITKD_TORCH2_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/vitkd/torch2-venv}/bin/python
+fi
 R=${REHEARSAL_DIR:-/tmp/vitkd-rehearsal}
 [ -s "$CARRY/prebuilt/build.json" ] || { echo "rehearse.sh: no $CARRY/prebuilt/build.json: run jobs/gpu/pack.sh first" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "rehearse.sh: needs root (unshare -m, mount)" >&2; exit 2; }
@@ -43,6 +54,8 @@ HIDE_DIRS=("$L/openmpi" "$L/pmix2" "$L/hdf5" "$L/mpich" /etc/openmpi /usr/share/
 for d in "$ROOT"/build*/ /work/main/build*/; do [ -d "$d" ] && HIDE_DIRS+=("${d%/}"); done
 HIDE_FILES=()
 for f in /usr/bin/{ssh,rsh,scp,slogin,mpirun,mpiexec,orterun,orted,ompi_info,mpicc,mpicxx,h5pcc}* \
+         /usr/bin/{objdump,ar,dpkg,dpkg-deb,gcc,g++,cc,c++,cpp,clang,clang++,cmake,ninja} \
+         /usr/bin/x86_64-linux-gnu-{objdump,ar,gcc,g++,cpp}* /usr/bin/{gcc,g++,cpp,clang,clang++}-[0-9]* \
          "$L"/lib{mpi,open-rte,open-pal,pmix,hdf5,hwloc,event,munge,sz,aec,trilinos_,kokkos,tomlplusplus,torch,c10,caffe2,ucp,uct,ucs,fabric,psm}*.so*; do
   [ -e "$f" ] && HIDE_FILES+=("$(readlink -f "$f")")
 done
@@ -57,12 +70,12 @@ unshare -m --propagation private bash -c '
   while read -r d; do [ -d "$d" ] && { mount -t tmpfs -o size=1m,mode=755 none "$d" || exit 3; }; done < "$R/hide-dirs.txt"
   while read -r f; do [ -e "$f" ] && { mount --bind "$EMPTY" "$f" || exit 3; }; done < "$R/hide-files.txt"
   # What must not be found any more: an ssh or rsh to run, a system MPI library to load.
-  for b in ssh rsh; do p=$(type -P "$b"); [ -n "$p" ] && [ -x "$p" ] && [ -s "$p" ] && { echo "rehearse: $b still at $p" >&2; exit 3; }; done
+  for b in ssh rsh objdump dpkg cc c++ gcc cmake; do p=$(type -P "$b"); [ -n "$p" ] && [ -x "$p" ] && [ -s "$p" ] && { echo "rehearse: $b still at $p" >&2; exit 3; }; done
   [ -s /usr/lib/x86_64-linux-gnu/libmpi.so.40 ] && { echo "rehearse: the system libmpi is still readable" >&2; exit 3; }
-  echo "rehearse: in the namespace: no ssh, no rsh, no system OpenMPI/PMIx/HDF5, no build folders"
+  echo "rehearse: in the namespace: no ssh, rsh, objdump, dpkg, compilers, CMake, system OpenMPI/PMIx/HDF5 or build folders"
   exec "$@"
 ' rehearse "$R" "$EMPTY" env PYTHON="$PYTHON" CARRY="$CARRY" VITKD_DEPS="$R/deps" WORK="$R/work" RUNS="$R/runs" \
-    OUT="${OUT:-$R/out}" VITKD_GPU_LAUNCHER_FIX="$FIX" VITKD_EXPECT_GPU="$EXPECT" bash "$ROOT/jobs/gpu/check.sh"
+    OUT="${OUT:-$R/out}" VITKD_GPU_LAUNCHER_FIX="$FIX" VITKD_EXPECT_GPU="$EXPECT" bash "$ROOT/jobs/gpu/check.sh" "${DRY_ARG[@]}"
 rc=$?
 echo "rehearse: check.sh exit $rc"
 exit "$rc"

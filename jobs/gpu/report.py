@@ -23,9 +23,10 @@ def main():
     s = json.load(open(sys.argv[1]))
     m = s.get("meta", {})
     n = s["counts"]
-    print(f"GPU check of {s['date'][:10]} ({s['mode']}{', GPU expected' if s.get('expect_gpu') else ''}): "
+    part = f", part {s['part']}" if s.get("part", "all") != "all" else ""
+    print(f"GPU check of {s['date'][:10]} ({s['mode']}{part}{', GPU expected' if s.get('expect_gpu') else ''}): "
           f"{n['pass']} passed, {n['fail']} failed, {n['skip']} skipped in {s['seconds']} s of {s['budget_seconds']}.")
-    for k in ("host", "versions", "prebuilt", "build", "launcher", "no_gpu", "fatal"):
+    for k in ("host", "versions", "prebuilt", "build", "launcher", "no_gpu", "fatal", "stopped"):
         if k in m:
             print(f"- {k}: {m[k].split(chr(9))[-1]}")
     print("\n| check | outcome | s | what it found |\n|---|---|---|---|")

@@ -2,11 +2,14 @@
 list, its outcome and reason, and the run's record (meta.tsv).
 
     summary.py --work DIR --out DIR --expect 0|1 --mode M --t0 EPOCH --budget S --checks LIST [--only NAMES]
+               [--part 1|2] [--quiet]
 
 A check with no fragment "did not run" (a fail where a GPU is expected, else
 a skip); with --expect 1 every skip is a fail ("did not run: ..."), and a
 fatal set-up error fails every check. Writes WORK/summary.json and
-OUT/summary.json, prints the table; exit 1 when a check failed, else 0.
+OUT/summary.json (through a temporary file: a reader never sees half of
+one), prints the table unless --quiet; exit 1 when a check failed, else 0.
+jobs/gpu/check.sh writes it after every check.
 """
 import argparse
 import json
@@ -23,6 +26,8 @@ def main():
     p.add_argument("--t0", type=int, required=True)
     p.add_argument("--budget", type=int, required=True)
     p.add_argument("--only", default="")
+    p.add_argument("--part", default="")
+    p.add_argument("--quiet", action="store_true")
     a = p.parse_args()
     meta = {}
     path = os.path.join(a.work, "meta.tsv")
@@ -50,13 +55,16 @@ def main():
         c.setdefault("seconds", 0)
         checks.append(c)
     counts = {s: sum(c["status"] == s for c in checks) for s in ("pass", "fail", "skip")}
-    summary = {"mode": a.mode, "expect_gpu": bool(a.expect), "seconds": int(time.time()) - a.t0,
+    summary = {"mode": a.mode, "part": a.part or "all", "expect_gpu": bool(a.expect), "seconds": int(time.time()) - a.t0,
                "budget_seconds": a.budget, "counts": counts, "meta": meta, "checks": checks,
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     for d in (a.work, a.out):
-        with open(os.path.join(d, "summary.json"), "w") as fh:
+        with open(os.path.join(d, "summary.json.new"), "w") as fh:
             json.dump(summary, fh, indent=1)
-    print(f"\n=== vitkd GPU check ({a.mode}{', GPU expected' if a.expect else ''}): "
+        os.replace(os.path.join(d, "summary.json.new"), os.path.join(d, "summary.json"))
+    if a.quiet:
+        return 1 if counts["fail"] else 0
+    print(f"\n=== vitkd GPU check ({a.mode}{', part ' + a.part if a.part else ''}{', GPU expected' if a.expect else ''}): "
           f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped in {summary['seconds']} s "
           f"(budget {a.budget} s) ===")
     if "fatal" in meta:

@@ -3,12 +3,21 @@
 # the carried Debian packages (jobs/gpu/prepare.sh) and the binaries of
 # build-torch2 (jobs/lanes/torch2.sh, against the torch2 venv's torch, which
 # stands in for the device's site-packages) recorded as a prebuilt
-# (jobs/gpu/pack.sh --from), then jobs/gpu/rehearse.sh: jobs/gpu/check.sh in
-# a mount namespace without ssh, the system's OpenMPI, PMIx, HDF5, Kokkos,
-# LibTorch, the CUDA toolkit and the build folders. There is no GPU in CI: the
-# GPU checks skip, a_launch (start-up, 2-rank MPI launch, library loading,
-# one CPU training step) must pass, and the lane fails otherwise. About a
-# minute after jobs/lanes/torch2.sh (the .deb download included).
+# (jobs/gpu/pack.sh --from), then, each in a mount namespace without ssh,
+# the system's OpenMPI, PMIx, HDF5, Kokkos, LibTorch, the CUDA toolkit,
+# binutils, dpkg, compilers, CMake and the build folders (jobs/gpu/rehearse.sh):
+#   1. the device run as it starts there: a_launch (start-up, 2-rank MPI
+#      launch, library loading, one CPU training step) must pass, the GPU
+#      checks skip (no GPU in CI);
+#   2. the dry run of the first device command (check.sh --dry-run-cpu
+#      --part=1: launch, cuda against cpu, B/16 -> S/16 against timm, the
+#      loader; the CPU standing in for cuda): every check that can run on
+#      the CPU must pass, from the carried files alone (jobs/gpu/preflight.sh
+#      runs both parts before a lease);
+#   3. the negative control: the same carry less the carried HDF5 runtime
+#      must fail in one line naming the missing library, so that the
+#      rehearsal is shown able to fail.
+# About 2 minutes after jobs/lanes/torch2.sh (the .deb download included).
 #
 #   bash jobs/lanes/gpu_rehearsal.sh     # needs build-torch2 and root
 set -euo pipefail
@@ -22,13 +31,42 @@ export PYTHON=$VENV/bin/python
 # A carry of its own: gpu-carry/ may hold the device's prebuilt (jobs/gpu/pack.sh).
 export CARRY=${VITKD_REHEARSAL_CARRY:-/tmp/vitkd-ci-carry}
 bash jobs/gpu/pack.sh --from build-torch2
-bash jobs/gpu/rehearse.sh
-"$PYTHON" - /tmp/vitkd-rehearsal/out/summary.json <<'PY'
+R=/tmp/vitkd-rehearsal-lane
+rm -rf "$R" && mkdir -p "$R"
+
+# summary_verdict FILE WHAT CONDITION: one line; exit 1 unless CONDITION holds
+summary_verdict() {
+  "$PYTHON" - "$@" <<'PY'
 import json, sys
-s = json.load(open(sys.argv[1]))
-launch = next(c for c in s["checks"] if c["name"] == "a_launch")
-if launch["status"] != "pass" or s["counts"]["fail"]:
-    sys.exit(f"lane gpu-rehearsal: a_launch {launch['status']} ({launch['reason']}), {s['counts']}")
-print(f"gpu-rehearsal: a_launch passed from the carried files alone; {s['counts']}")
+path, what, cond = sys.argv[1:]
+s = json.load(open(path))
+c = {x["name"]: x for x in s["checks"]}
+n = s["counts"]
+ok = eval(cond)
+fails = [f"{x['name']}: {x['reason']}" for x in s["checks"] if x["status"] == "fail"]
+first = f"; first: {fails[0][:300]}" if fails and not ok else ""
+print(f"gpu-rehearsal: {what}: {'ok' if ok else 'FAILED'} ({n}{first})")
+sys.exit(0 if ok else 1)
 PY
+}
+
+# 1. the start on a machine without GPU tools
+OUT=$R/start bash jobs/gpu/rehearse.sh
+summary_verdict "$R/start/summary.json" "the device run's start from carried files" \
+  'c["a_launch"]["status"] == "pass" and n["fail"] == 0'
+
+# 2. the dry run of the first device command
+OUT=$R/dry bash jobs/gpu/rehearse.sh --dry-run --part=1
+summary_verdict "$R/dry/summary.json" "the dry run of part 1 from carried files" \
+  'n["fail"] == 0 and n["pass"] == 5 and c["g_distill_vits16"]["status"] == "pass"'
+
+# 3. the negative control: no carried HDF5 runtime
+rm -rf "$R/carry-less" && cp -a "$CARRY" "$R/carry-less"
+awk -F'\t' '$2 != "libhdf5-openmpi-103-1"' "$CARRY/manifest.tsv" > "$R/carry-less/manifest.tsv"
+rm -f "$R/carry-less"/debs/libhdf5-openmpi-103-1_*.deb
+if CARRY=$R/carry-less OUT=$R/less bash jobs/gpu/rehearse.sh > "$R/less.log" 2>&1; then
+  echo "lane gpu-rehearsal: the rehearsal passed without the carried HDF5 runtime: it cannot fail" >&2; exit 1
+fi
+summary_verdict "$R/less/summary.json" "without the carried HDF5 runtime the run stops, naming it" \
+  '"unresolved libraries" in s["meta"].get("fatal", "") and "libhdf5_openmpi.so.103" in s["meta"]["fatal"] and n["pass"] == 0'
 echo "gpu-rehearsal: $(($(date +%s) - t0)) s"

@@ -31,8 +31,9 @@
 #   VITKD_GPU_DRY_RUN=1 the CPU for cuda (few steps; CUDA-only checks skip)
 #   VITKD_GPU_STEPS     training steps of c-f (default 20, dry run 6)
 #   VITKD_GPU_PYTHON    the Python of the PyTorch baseline (default PYTHON)
-#   VITKD_EXPECT_GPU=1  a GPU is expected here (jobs/gpu/check.sh on a lent GPU
-#                       machine sets it): every skip, for whatever reason (no
+#   VITKD_EXPECT_GPU=1  a GPU is expected here (the default wherever a
+#                       /dev/nvidia* device exists, tests/gpu/expect.sh; =0
+#                       there warns once): every skip, for whatever reason (no
 #                       GPU, a feature missing, the budget), is a fail whose
 #                       reason begins "did not run:", exit 1
 # Checks named a_launch* need no GPU: they run on any machine (the CPU
@@ -63,8 +64,9 @@ declare -F "check_$NAME" > /dev/null || { echo "gpu.$NAME: no check_$NAME in $HE
 
 # finish RC: completes the fragment, prints it in one line, exits with the
 # fragment's status (0 pass, 77 skip, 1 fail).
-EXPECT=0
-case "${VITKD_EXPECT_GPU:-0}" in 1|ON|on|yes|true) EXPECT=1 ;; esac
+# shellcheck source=tests/gpu/expect.sh
+. "$HERE/expect.sh"
+gpu_expect "$DRY"   # a GPU machine expects its GPU even where VITKD_EXPECT_GPU is unset
 finish() {
   local rc=$1 line
   line=$("$PYTHON" - "$FRAG" "$(($(date +%s) - START))" "$rc" "$ORDER" "$LIMIT" "$EXPECT" <<'PY'
@@ -111,7 +113,7 @@ fi
 NEEDS_GPU=1
 case "$NAME" in a_launch*) NEEDS_GPU=0 ;; esac
 if [ "$DRY" != 1 ] && [ "$NEEDS_GPU" = 1 ]; then
-  if ! compgen -G '/dev/nvidia[0-9]*' > /dev/null; then
+  if ! compgen -G "${VITKD_GPU_DEVICE_GLOB:-/dev/nvidia[0-9]*}" > /dev/null; then
     skip_now "no CUDA GPU visible (no /dev/nvidia* device; VITKD_GPU_DRY_RUN=1 runs the checks on the CPU)"
   fi
   probe=$WORK/probe.txt

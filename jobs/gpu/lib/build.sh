@@ -54,9 +54,9 @@ gpu_build() {
     # A fresh cache each time (results of a failed find_package are cached);
     # ninja still reuses the objects whose commands did not change.
     rm -f "$BUILD/CMakeCache.txt"
-    if cmake "${CMAKE_ARGS[@]}" > "$WORK/logs/configure.log" 2>&1; then
-      log "build: ninja -j$JOBS in $BUILD"
-      if cmake --build "$BUILD" -j "$JOBS" > "$WORK/logs/build.log" 2>&1; then
+    if timeout 600 cmake "${CMAKE_ARGS[@]}" > "$WORK/logs/configure.log" 2>&1; then
+      log "build: ninja -j$JOBS in $BUILD (at most $BUILD_MAX_S s)"
+      if timeout -k 10 "$BUILD_MAX_S" cmake --build "$BUILD" -j "$JOBS" > "$WORK/logs/build.log" 2>&1; then
         BUILD_OK=1
       else
         log "build FAILED (tail of $WORK/logs/build.log):"; tail -20 "$WORK/logs/build.log"

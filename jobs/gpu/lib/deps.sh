@@ -19,10 +19,13 @@
 
 # unpack_deb FILE DEST: dpkg -x, else ar + tar, else Python (ar is simple and
 # Debian 12's data.tar.xz is read by tarfile), for a machine with neither.
+# A tool counts only where it runs (`command -v` also names a file that is
+# there but cannot be executed, as in the rehearsal).
+runs() { "$1" --version > /dev/null 2>&1; }
 unpack_deb() {
-  if command -v dpkg >/dev/null 2>&1; then
+  if runs dpkg; then
     dpkg -x "$1" "$2"
-  elif command -v ar >/dev/null 2>&1; then
+  elif runs ar; then
     local tmp data rc
     tmp=$(mktemp -d)
     (cd "$tmp" && ar x "$1") || return 1
@@ -167,8 +170,9 @@ rm -rf "$FALLBACK"
 mkdir -p "$FALLBACK"
 system_sonames=$(ldconfig -p 2>/dev/null | awk '/=>/ {print $1}' | sort -u)
 linked=()
-while IFS= read -r f; do
-  so=$(objdump -p "$f" 2>/dev/null | awk '/SONAME/ {print $2}')
+# The sonames come from the files' ELF headers (prebuilt.py sonames, one
+# Python start for all): the device need not have objdump.
+while IFS=$'\t' read -r f so; do
   [ -n "$so" ] || continue
   [ -e "$FALLBACK/$so" ] && continue
   # The system's copy counts only where the file ld.so.cache names is there
@@ -178,7 +182,8 @@ while IFS= read -r f; do
     ln -sfn "$(readlink -f "$f")" "$FALLBACK/$so"
     linked+=("$so")
   fi
-done < <(find "$S/lib/x86_64-linux-gnu" "$S/usr/lib/x86_64-linux-gnu" -maxdepth 1 -name 'lib*.so.*' 2>/dev/null | sort)
+done < <(find "$S/lib/x86_64-linux-gnu" "$S/usr/lib/x86_64-linux-gnu" -maxdepth 1 -name 'lib*.so.*' 2>/dev/null | sort |
+         timeout 60 "$PYTHON" "$ROOT/jobs/gpu/lib/prebuilt.py" sonames)
 log "deps: ${#linked[@]} carried libraries used as fallbacks: ${linked[*]:-none}"
 
 # LibTorch of the Python torch (the GPU machine); Debian's system LibTorch
@@ -186,7 +191,7 @@ log "deps: ${#linked[@]} carried libraries used as fallbacks: ${linked[*]:-none}
 # One Python start for every fact about torch and the wheels (an import of
 # torch takes seconds of the device's budget).
 TORCH_PREFIX="" TORCH_LIB="" TORCH_ABI="" TORCH_VERSION="" NCCL_WHEEL="" CUDNN_WHEEL=""
-eval "$("$PYTHON" - <<'PY' 2>/dev/null
+eval "$(timeout 60 "$PYTHON" - <<'PY' 2>/dev/null
 import os, shlex
 def say(k, v):
     print(f"{k}={shlex.quote(str(v))}")

@@ -6,12 +6,19 @@
         (version, CUDA, C++ ABI), the newest GLIBC_ and GLIBCXX_ symbol
         versions they and the primary carried libraries (DEPS/primary) need
         (the support libraries' apart: they are used only where the machine
-        lacks its own), the source hash.
+        lacks its own), the source hash and each source file's.
     prebuilt.py match --carry DIR --root DIR
         compares build.json with this machine (the Python running it: its
-        torch, glibc, libstdc++) and the source tree; prints "use" or
-        "build<TAB>one line naming both sides"; exit 0 either way, 2 when
-        there is no build.json.
+        torch, glibc, libstdc++) and the source tree; prints "use<TAB>..." or
+        "stale<TAB>one line naming both sides and the source files that
+        changed"; exit 0 either way, 2 when there is no build.json.
+    prebuilt.py changed --carry DIR --root DIR
+        the source files changed since the prebuild, in one line ("" when
+        none); exit 1 when some changed, 2 when there is no build.json.
+    prebuilt.py sonames < FILES
+        "FILE<TAB>SONAME" for each shared library named on standard input
+        (one path a line) that has one: read from its ELF dynamic section,
+        so that the device needs no objdump.
 
 The match needs no binutils (the machine's glibc from confstr, its
 libstdc++'s versions read from the file the process loaded).
@@ -23,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -30,15 +38,33 @@ import time
 SOURCES = ("CMakeLists.txt", "cmake", "src", "tests/gpu/h5cmp.c")  # what the binaries are made of
 
 
-def source_hash(root):
-    h = hashlib.sha256()
+def source_files(root):
+    """{path relative to root: its SHA-256 (16 hex digits)} of what the binaries are made of."""
+    out = {}
     for top in SOURCES:
         p = os.path.join(root, top)
-        files = [p] if os.path.isfile(p) else sorted(
-            os.path.join(d, f) for d, _, fs in os.walk(p) for f in fs)
-        for f in sorted(files):
-            h.update(os.path.relpath(f, root).encode() + b"\0" + open(f, "rb").read() + b"\0")
+        files = [p] if os.path.isfile(p) else [os.path.join(d, f) for d, _, fs in os.walk(p) for f in fs]
+        for f in files:
+            out[os.path.relpath(f, root)] = hashlib.sha256(open(f, "rb").read()).hexdigest()[:16]
+    return out
+
+
+def source_hash(root):
+    h = hashlib.sha256()
+    for rel, digest in sorted(source_files(root).items()):
+        h.update(rel.encode() + b"\0" + digest.encode() + b"\0")
     return h.hexdigest()[:16]
+
+
+def changed_files(want, root, most=8):
+    """One line naming the source files that differ from build.json's, or "" when none."""
+    if "files" not in want:
+        return "" if want.get("source") == source_hash(root) else "the sources (this build.json lists no files)"
+    have = source_files(root)
+    names = sorted(f for f in set(have) | set(want["files"]) if have.get(f) != want["files"].get(f))
+    tag = {f: " (new)" if f not in want["files"] else " (removed)" if f not in have else "" for f in names}
+    shown = ", ".join(f + tag[f] for f in names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def vkey(v):
@@ -57,6 +83,54 @@ def needed_versions(files):
         glibc.update(re.findall(r"\bGLIBC_(\d+\.\d+(?:\.\d+)?)\b", out))
         glibcxx.update(re.findall(r"\bGLIBCXX_(\d+\.\d+(?:\.\d+)?)\b", out))
     return newest(glibc), newest(glibcxx)
+
+
+def soname(path):
+    """DT_SONAME of a 64-bit ELF shared library, or None (what `objdump -p` prints as SONAME)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        return None
+    e = "<" if data[5] == 1 else ">"
+    phoff, = struct.unpack_from(e + "Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from(e + "HH", data, 0x36)
+    loads, dynamic = [], None
+    for i in range(phnum):
+        p_type, _, p_offset, p_vaddr, _, p_filesz, _, _ = struct.unpack_from(e + "IIQQQQQQ", data, phoff + i * phentsize)
+        if p_type == 1:  # PT_LOAD
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == 2:  # PT_DYNAMIC
+            dynamic = (p_offset, p_filesz)
+    if dynamic is None:
+        return None
+    strtab = name = None
+    for j in range(dynamic[1] // 16):
+        tag, val = struct.unpack_from(e + "qQ", data, dynamic[0] + 16 * j)
+        if tag == 0:  # DT_NULL
+            break
+        if tag == 5:  # DT_STRTAB (an address)
+            strtab = val
+        elif tag == 14:  # DT_SONAME (an offset into it)
+            name = val
+    if strtab is None or name is None:
+        return None
+    for vaddr, offset, size in loads:
+        if vaddr <= strtab < vaddr + size:
+            at = offset + strtab - vaddr + name
+            return data[at:data.index(b"\0", at)].decode()
+    return None
+
+
+def sonames(_a):
+    for line in sys.stdin:
+        path = line.strip()
+        try:
+            name = soname(path) if path else None
+        except (OSError, struct.error, ValueError):
+            name = None
+        if name:
+            print(f"{path}\t{name}")
+    return 0
 
 
 def torch_info():
@@ -96,9 +170,9 @@ def record(a):
              for v in [needed_versions([f])[0]] if v and glibc and vkey(v) > vkey(glibc)}
     info = dict(torch_info(), glibc_needed=glibc, glibcxx_needed=glibcxx, support_glibc_needed=support_glibc,
                 support_needing_newer_glibc=newer,
-                source=source_hash(a.root),
+                source=source_hash(a.root), files=source_files(a.root),
                 built=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), build_dir=os.path.abspath(a.build),
-                built_on=os.confstr("CS_GNU_LIBC_VERSION"))
+                built_on=os.confstr("CS_GNU_LIBC_VERSION"), python=sys.executable)
     json.dump(info, open(os.path.join(dest, "build.json"), "w"), indent=1)
     print(json.dumps(info))
 
@@ -123,30 +197,42 @@ def match(a):
         why.append("glibc too old")
     if want["glibcxx_needed"] and (not glibcxx or vkey(glibcxx) < vkey(want["glibcxx_needed"])):
         why.append("libstdc++ too old")
-    src = source_hash(a.root)
-    if src != want["source"]:
-        why.append(f"the source changed since the prebuild ({want['source']} -> {src})")
+    changed = changed_files(want, a.root)
+    if changed:
+        why.append(f"sources changed since the prebuild: {changed}")
     warn = ""
     if want.get("support_glibc_needed") and vkey(glibc) < vkey(want["support_glibc_needed"]):
         names = ", ".join(f"{k} {v}" for k, v in sorted(want.get("support_needing_newer_glibc", {}).items()))
         warn = (f" (warning: carried support libraries need a newer glibc ({names or want['support_glibc_needed']}): "
                 "this machine must have its own copies of them)")
     if why:
-        print(f"build\tprebuilt for {built}; this machine has {here}: {', '.join(why)}: building here{warn}")
+        print(f"stale\tprebuilt for {built}; this machine has {here}: {'; '.join(why)}{warn}")
     else:
         print(f"use\tprebuilt for {built}; this machine has {here}: using the prebuilt binaries{warn}")
     return 0
 
 
+def changed(a):
+    path = os.path.join(a.carry, "prebuilt", "build.json")
+    if not os.path.isfile(path):
+        print(f"no prebuilt binaries ({path})")
+        return 2
+    line = changed_files(json.load(open(path)), a.root)
+    print(line)
+    return 1 if line else 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("command", choices=("record", "match"))
+    p.add_argument("command", choices=("record", "match", "changed", "sonames"))
     p.add_argument("--build")
-    p.add_argument("--carry", required=True)
+    p.add_argument("--carry")
     p.add_argument("--deps")
     p.add_argument("--root", default=os.getcwd())
     a = p.parse_args()
-    return record(a) if a.command == "record" else match(a)
+    if a.command != "sonames" and not a.carry:
+        p.error("--carry is needed")
+    return {"record": record, "match": match, "changed": changed, "sonames": sonames}[a.command](a)
 
 
 if __name__ == "__main__":
