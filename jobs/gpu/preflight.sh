@@ -14,19 +14,23 @@
 #     (default 60 of the device's 64);
 #  4. the rehearsal with that exact carry (jobs/gpu/rehearse.sh, root): the
 #     start (a_launch from carried files alone) and the whole dry run
-#     (--dry-run; --quick leaves it out);
+#     (--dry-run; --quick leaves it out); with --other-os also the whole dry
+#     run in a Debian 13 root file system (jobs/gpu/rehearse_rootfs.sh:
+#     another glibc and Python, no tools of this machine);
 #  5. the two device commands to run, with their limits.
 # Exit 0 only when all of it holds.
 #
 #   bash jobs/gpu/preflight.sh            # everything (the dry run: a few minutes)
 #   bash jobs/gpu/preflight.sh --quick    # without the dry run
+#   bash jobs/gpu/preflight.sh --other-os # and the dry run in Debian 13 too (minutes more)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 ROOT=$(pwd)
-QUICK=0
+QUICK=0 OTHER_OS=0
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
+    --other-os) OTHER_OS=1 ;;
     *) echo "preflight.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -107,6 +111,12 @@ if [ "$QUICK" = 0 ]; then
   CARRY=$CARRY PYTHON=$PYTHON OUT=$R/dry bash jobs/gpu/rehearse.sh --dry-run > "$R/dry.log" 2>&1
   verdict "$R/dry/summary.json" "the whole dry run from carried files" 'n["fail"] == 0 and n["pass"] >= 10' ||
     fail "see $R/dry.log"
+fi
+
+if [ "$OTHER_OS" = 1 ]; then
+  CARRY=$CARRY PYTHON=$PYTHON OUT=$R/rootfs bash jobs/gpu/rehearse_rootfs.sh > "$R/rootfs.log" 2>&1
+  verdict "$R/rootfs/summary.json" "the whole dry run in Debian 13" 'n["fail"] == 0 and n["pass"] >= 10' ||
+    fail "see $R/rootfs.log"
 fi
 
 # ---- 5. what to run there ------------------------------------------------------------------
