@@ -14,11 +14,15 @@ Both: bf16 autocast (fp32 master weights; --fp32: no autocast, the precision
 vitkd's "auto" picks on a CPU without native bf16), AdamW (lr 1e-3, weight decay
 0.05; fused on CUDA), gradient clipping at 1.0. The batches are random
 tensors already on the device: no loader, no files (vitkd reads its HDF5
-file while it trains). --compile wraps both models in torch.compile; the
-first step's time (the compilation) is reported apart.
+file while it trains); with --data FILE.h5 they come instead from that vitkd
+dataset's /train split through a DataLoader (--workers processes reading
+with h5py, uint8 images in pinned memory, copied without blocking, turned
+to float and normalised with the file's mean and std on the device), as a
+PyTorch user would feed a GPU. --compile wraps both models in
+torch.compile; the first step's time (the compilation) is reported apart.
 
 Writes JSON: images_per_second (after --warmup steps, over --steps steps),
-first_step_seconds, and the versions; exit 0.
+first_step_seconds, input (which of the two feeds), and the versions; exit 0.
 
 --profile-steps N --profile-out FILE: after the timed steps (their time is
 not the profiler's), N more steps run under torch.profiler (CPU activity,
@@ -54,6 +58,8 @@ def main():
     p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--compile", action="store_true")
     p.add_argument("--fp32", action="store_true", help="no bf16 autocast: everything in fp32")
+    p.add_argument("--data", help="a vitkd dataset file: batches from its /train split through a DataLoader")
+    p.add_argument("--workers", type=int, default=8, help="DataLoader worker processes with --data")
     p.add_argument("--out", required=True)
     p.add_argument("--profile-steps", type=int, default=0,
                    help="profile N steps after the timed ones (0 = off; needs --profile-out)")
@@ -79,8 +85,17 @@ def main():
     x = torch.randn(a.batch, 3, a.image_size, a.image_size, device=dev)
     y = torch.randint(0, a.classes, (a.batch,), device=dev)
     T = a.temperature
+    batches, input_kind = None, "random tensors already on the device (no loader)"
+    if a.data:
+        batches, mean, std = data_batches(a, dev)
+        input_kind = f"DataLoader, {a.workers} worker(s), uint8 from {os.path.basename(a.data)}, normalised on the device"
 
     def step():
+        nonlocal x, y
+        if batches is not None:
+            u8, labels = next(batches)
+            x = (u8.to(dev, non_blocking=True).float().div_(255) - mean) / std
+            y = labels.to(dev, non_blocking=True).long()
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=not a.fp32):
             logits = s_fwd(x)
             loss = F.cross_entropy(logits, y)
@@ -112,7 +127,7 @@ def main():
     sync()
     dt = time.perf_counter() - t0
     out = {"images_per_second": a.steps * a.batch / dt, "seconds": dt, "first_step_seconds": first,
-           "mode": a.mode, "compile": a.compile, "precision": "fp32" if a.fp32 else "bf16",
+           "mode": a.mode, "compile": a.compile, "input": input_kind, "precision": "fp32" if a.fp32 else "bf16",
            "batch": a.batch, "steps": a.steps, "warmup": a.warmup,
            "image_size": a.image_size, "depth": a.depth, "torch": torch.__version__, "timm": timm.__version__,
            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}
@@ -123,6 +138,43 @@ def main():
     with open(a.out, "w") as f:
         json.dump(out, f)
     print(json.dumps(out))
+
+
+class H5Train(torch.utils.data.Dataset):
+    """/train of a vitkd dataset: (uint8 [C, H, W], label); the file opened in each worker."""
+
+    def __init__(self, path):
+        import h5py
+        self.path, self.file = path, None
+        with h5py.File(path, "r") as f:
+            self.n = f["train/images"].shape[0]
+            self.mean, self.std = list(f.attrs["mean"]), list(f.attrs["std"])
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import h5py
+        if self.file is None:
+            self.file = h5py.File(self.path, "r")
+        return torch.from_numpy(self.file["train/images"][i]).permute(2, 0, 1), int(self.file["train/labels"][i])
+
+
+def data_batches(a, dev):
+    """An endless iterator of (uint8 [B, C, H, W], labels [B]) from a.data,
+    and the file's mean and std as [1, C, 1, 1] tensors on `dev`."""
+    ds = H5Train(a.data)
+    loader = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=True, drop_last=True,
+                                         num_workers=a.workers, pin_memory=dev.type == "cuda",
+                                         persistent_workers=a.workers > 0, prefetch_factor=4 if a.workers > 0 else None)
+    if len(loader) == 0:
+        raise SystemExit(f"timm_step.py: {a.data} has fewer than --batch {a.batch} training samples")
+
+    def forever():
+        while True:
+            yield from loader
+    stats = [torch.tensor(v, device=dev, dtype=torch.float32).view(1, -1, 1, 1) for v in (ds.mean, ds.std)]
+    return forever(), stats[0], stats[1]
 
 
 def profile(step, sync, dev, steps, path):

@@ -6,8 +6,10 @@
 # difference of their train_seconds, so that start-up, the first steps'
 # CUDA warm-up and the final checkpoint cancel. timm's side is
 # benchmarks/timm_step.py in the device's PyTorch (the same shapes, bf16
-# autocast, AdamW, in-memory batches: it reads no files), timed after its
-# warm-up steps. MFU: vitkd's FLOPs per trained sample (result.json:
+# autocast, AdamW), timed after its warm-up steps, twice for the
+# distillation: on random batches already on the GPU (timm_distill: reads
+# no files), and from the same dataset file through a DataLoader
+# (timm_distill_loader: uint8 to the GPU, normalised there). MFU: vitkd's FLOPs per trained sample (result.json:
 # 3 x the student's forward + the teacher's forward) times the images/s,
 # over the card's bf16 dense peak (gpu_peak_tflops), for both. On a GPU a
 # rate passes only when it was measured on the GPU (result.json's device is
@@ -75,13 +77,20 @@ print(json.dumps({"images_per_second": (k2 - k1) * batch / dt if steady else b["
                   "compute": b.get("compute"), "device": b.get("device", "unknown (no device in result.json)")}))
 PY
 }
-# timm_rate NAME MODE [--compile]: benchmarks/timm_step.py -> $RUNS/g-NAME/peer-timm_MODE[_compile].json
+# timm_rate NAME MODE [--compile | --loader]: benchmarks/timm_step.py ->
+# $RUNS/g-NAME/peer-timm_MODE[_compile|_loader].json; --loader feeds it the
+# check's own dataset file through a DataLoader (half the cores as workers)
+# instead of random tensors already on the device.
 timm_rate() {
-  local name=$1 mode=$2 dev=cuda tag; shift 2
+  local name=$1 mode=$2 dev=cuda tag extra=(); shift 2
   [ "$DRY" = 1 ] && dev=cpu
-  tag=timm_$mode${1:+_compile}
+  tag=timm_$mode
+  case "${1:-}" in
+    --compile) tag=${tag}_compile; extra=(--compile) ;;
+    --loader) tag=${tag}_loader; extra=(--data "$GDATA" --workers "$([ "$DRY" = 1 ] && echo 1 || echo $(( $(nproc --all) / 2 )))") ;;
+  esac
   "$PYTHON" "$ROOT/benchmarks/timm_step.py" --mode "$mode" --device "$dev" "${TIMM_ARGS[@]}" \
-    --steps $((K2 - K1)) --warmup 3 "$@" --out "$RUNS/g-$name/peer-$tag.json" || return 1
+    --steps $((K2 - K1)) --warmup 3 "${extra[@]}" --out "$RUNS/g-$name/peer-$tag.json" || return 1
   cp "$RUNS/g-$name/peer-$tag.json" "$OUT/results/$name-$tag.json"
 }
 # rates_verdict NAME: the verdict from rate.json (vitkd) and the peer-*.json beside it (timm, PyTorch)
@@ -103,8 +112,7 @@ for who, d in out.items():
     if fps and not dry:
         d["mfu"] = fps * ips / (peak * 1e12)
     parts.append(f"{who} {ips:.0f} img/s" + (f" (MFU {d['mfu']:.3f})" if "mfu" in d else ""))
-if "vitkd" in out and len(out) > 1:
-    t = [k for k in out if k != "vitkd"][0]
+for t in [k for k in out if k != "vitkd"] if "vitkd" in out else []:
     parts.append(f"vitkd/{t} {out['vitkd']['images_per_second'] / out[t]['images_per_second']:.2f}")
 # On a GPU a rate that is not positive, not measured on the GPU, or with an
 # MFU outside (0, 1], or vitkd's steady rate not measured, is a fail.
@@ -139,6 +147,7 @@ check_g_distill_vits16() {
   vitkd_rate distill_vits16 "$ROOT/inputs/fmnist-distill.toml" "${V224[@]}" "${VITS[@]}" \
     --set teacher.checkpoint="$(last_ckpt "$r/teacher")" || { emit fail "vitkd distillation runs failed"; return; }
   timm_rate distill_vits16 distill || { emit fail "timm eager distillation failed (see the log)"; return; }
+  timm_rate distill_vits16 distill --loader || { emit fail "timm eager distillation from a DataLoader failed (see the log)"; return; }
   rates_verdict distill_vits16
 }
 check_g_vits16() {
