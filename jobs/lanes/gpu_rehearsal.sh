@@ -9,15 +9,14 @@
 #   1. the device run as it starts there: a_launch (start-up, 2-rank MPI
 #      launch, library loading, one CPU training step) must pass, the GPU
 #      checks skip (no GPU in CI);
-#   2. the dry run of the first device command (check.sh --dry-run-cpu
-#      --part=1: launch, cuda against cpu, B/16 -> S/16 against timm, the
-#      loader; the CPU standing in for cuda): every check that can run on
+#   2. the whole dry run (check.sh --dry-run-cpu, both device commands'
+#      checks, the CPU standing in for cuda): every check that can run on
 #      the CPU must pass, from the carried files alone (jobs/gpu/preflight.sh
-#      runs both parts before a lease);
+#      does the same with the device's carry before a lease);
 #   3. the negative control: the same carry less the carried HDF5 runtime
 #      must fail in one line naming the missing library, so that the
 #      rehearsal is shown able to fail.
-# About 2 minutes after jobs/lanes/torch2.sh (the .deb download included).
+# About 3 minutes after jobs/lanes/torch2.sh (the .deb download included).
 #
 #   bash jobs/lanes/gpu_rehearsal.sh     # needs build-torch2 and root
 set -euo pipefail
@@ -31,7 +30,8 @@ export PYTHON=$VENV/bin/python
 # A carry of its own: gpu-carry/ may hold the device's prebuilt (jobs/gpu/pack.sh).
 export CARRY=${VITKD_REHEARSAL_CARRY:-/tmp/vitkd-ci-carry}
 bash jobs/gpu/pack.sh --from build-torch2
-R=/tmp/vitkd-rehearsal-lane
+R=${VITKD_REHEARSAL_LANE_DIR:-/tmp/vitkd-rehearsal-lane}
+export REHEARSAL_DIR=$R/ns   # rehearse.sh's own folder
 rm -rf "$R" && mkdir -p "$R"
 
 # summary_verdict FILE WHAT CONDITION: one line; exit 1 unless CONDITION holds
@@ -55,10 +55,10 @@ OUT=$R/start bash jobs/gpu/rehearse.sh
 summary_verdict "$R/start/summary.json" "the device run's start from carried files" \
   'c["a_launch"]["status"] == "pass" and n["fail"] == 0'
 
-# 2. the dry run of the first device command
-OUT=$R/dry bash jobs/gpu/rehearse.sh --dry-run --part=1
-summary_verdict "$R/dry/summary.json" "the dry run of part 1 from carried files" \
-  'n["fail"] == 0 and n["pass"] == 5 and c["g_distill_vits16"]["status"] == "pass"'
+# 2. the whole dry run
+OUT=$R/dry bash jobs/gpu/rehearse.sh --dry-run
+summary_verdict "$R/dry/summary.json" "the whole dry run from carried files" \
+  'n["fail"] == 0 and n["pass"] == 13 and c["g_distill_vits16"]["status"] == "pass"'
 
 # 3. the negative control: no carried HDF5 runtime
 rm -rf "$R/carry-less" && cp -a "$CARRY" "$R/carry-less"

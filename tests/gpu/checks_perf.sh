@@ -34,6 +34,9 @@ shapes224() {
   VITS=(--set model.dim=384 --set model.heads=6)
   VITB=(--set model.dim=768 --set model.heads=12)
   TIMM_ARGS=(--image-size "$S224" --classes "$CLASSES" --batch "$B224" --depth "$DEPTH")
+  # The dry run's peers in fp32: it rehearses the plumbing, and a CPU without
+  # native bf16 emulates bf16 at a few percent of fp32.
+  PEER_FP32=(); [ "$DRY" = 1 ] && PEER_FP32=(--fp32)
 }
 # The card's bf16 dense peak in TFLOP/s, from NVIDIA's data sheets (without
 # sparsity): H100 SXM and H200 989, H100 NVL 835, H100 PCIe 756.
@@ -90,7 +93,7 @@ timm_rate() {
     --loader) tag=${tag}_loader; extra=(--data "$GDATA" --workers "$([ "$DRY" = 1 ] && echo 1 || echo $(( $(nproc --all) / 2 )))") ;;
   esac
   "$PYTHON" "$ROOT/benchmarks/timm_step.py" --mode "$mode" --device "$dev" "${TIMM_ARGS[@]}" \
-    --steps $((K2 - K1)) --warmup 3 "${extra[@]}" --out "$RUNS/g-$name/peer-$tag.json" || return 1
+    --steps $((K2 - K1)) --warmup 3 "${extra[@]}" "${PEER_FP32[@]}" --out "$RUNS/g-$name/peer-$tag.json" || return 1
   cp "$RUNS/g-$name/peer-$tag.json" "$OUT/results/$name-$tag.json"
 }
 # rates_verdict NAME: the verdict from rate.json (vitkd) and the peer-*.json beside it (timm, PyTorch)
@@ -172,7 +175,8 @@ check_g_fmnist() {
   K1=20; K2=220; [ "$DRY" = 1 ] && { dev=cpu; K1=2; K2=5; }
   vitkd_rate fmnist "$ROOT/inputs/fmnist-teacher.toml" --set data.augment=false --set data.path="$DATA" ||
     { emit fail "vitkd teacher-recipe runs failed"; return; }
-  "$PYTHON" "$ROOT/benchmarks/pytorch_baseline.py" --device "$dev" --data "$DATA" --max-steps "$K2" --epochs 1000 \
+  local fp32=(); [ "$DRY" = 1 ] && fp32=(--fp32)   # as PEER_FP32
+  "$PYTHON" "$ROOT/benchmarks/pytorch_baseline.py" --device "$dev" --data "$DATA" --max-steps "$K2" --epochs 1000 "${fp32[@]}" \
     --mode teacher --dim 192 --depth 6 --heads 3 --batch-size 64 --warmup-steps 100 --threads 1 \
     --out "$r/pytorch/result.json" || { emit fail "the eager PyTorch baseline failed"; return; }
   "$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[1])); json.dump({"images_per_second": d["images_per_second"], "whole_run": True}, open(sys.argv[2], "w"))' \
