@@ -15,7 +15,7 @@
 #
 #   bash jobs/gpu/rehearse.sh                        # exit 0: it would start there
 #   bash jobs/gpu/rehearse.sh --dry-run              # the whole dry run, carried files alone
-#   bash jobs/gpu/rehearse.sh --dry-run --part=1     # its first device command only (CI)
+#   bash jobs/gpu/rehearse.sh --dry-run --part=1     # the first device command's checks only
 #   bash jobs/gpu/rehearse.sh --without-launcher-fix # OpenMPI as it comes: fails without ssh
 #   bash jobs/gpu/rehearse.sh --expect-gpu           # VITKD_EXPECT_GPU=1: must fail here
 #
