@@ -29,27 +29,10 @@ import h5py
 import numpy as np
 import torch
 import torchvision
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 from torchvision.transforms import v2
 
-
-class H5Images(Dataset):
-    """/train/images of a vitkd dataset: uint8 [H, W, C] -> uint8 tensor [C, H, W]."""
-
-    def __init__(self, path, transform):
-        self.path, self.transform, self.file = path, transform, None
-        with h5py.File(path, "r") as f:
-            self.n = f["train/images"].shape[0]
-            self.mean, self.std = list(f.attrs["mean"]), list(f.attrs["std"])
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if self.file is None:  # opened in the worker process
-            self.file = h5py.File(self.path, "r")
-        img = torch.from_numpy(self.file["train/images"][i]).permute(2, 0, 1)
-        return self.transform(img), int(self.file["train/labels"][i])
+from h5_train import H5Train  # the benchmarks' folder
 
 
 def main():
@@ -66,7 +49,7 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    probe = H5Images(a.data, None)
+    probe = H5Train(a.data, None)
     ops = [v2.RandomResizedCrop(a.image_size, interpolation=v2.InterpolationMode.BILINEAR, antialias=False),
            v2.RandomHorizontalFlip()]
     if a.policy == "trivial_augment":
@@ -75,7 +58,7 @@ def main():
     if a.random_erase > 0:
         ops.append(v2.RandomErasing(p=a.random_erase, value="random"))
     transform = v2.Compose(ops)
-    ds = H5Images(a.data, transform)
+    ds = H5Train(a.data, transform)
     collate = None
     mixers = []
     if a.mixup > 0 or a.cutmix > 0:

@@ -140,29 +140,10 @@ def main():
     print(json.dumps(out))
 
 
-class H5Train(torch.utils.data.Dataset):
-    """/train of a vitkd dataset: (uint8 [C, H, W], label); the file opened in each worker."""
-
-    def __init__(self, path):
-        import h5py
-        self.path, self.file = path, None
-        with h5py.File(path, "r") as f:
-            self.n = f["train/images"].shape[0]
-            self.mean, self.std = list(f.attrs["mean"]), list(f.attrs["std"])
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        import h5py
-        if self.file is None:
-            self.file = h5py.File(self.path, "r")
-        return torch.from_numpy(self.file["train/images"][i]).permute(2, 0, 1), int(self.file["train/labels"][i])
-
-
 def data_batches(a, dev):
     """An endless iterator of (uint8 [B, C, H, W], labels [B]) from a.data,
     and the file's mean and std as [1, C, 1, 1] tensors on `dev`."""
+    from h5_train import H5Train  # the benchmarks' folder (h5py only when asked)
     ds = H5Train(a.data)
     loader = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=True, drop_last=True,
                                          num_workers=a.workers, pin_memory=dev.type == "cuda",
