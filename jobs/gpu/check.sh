@@ -46,7 +46,8 @@
 # /tmp/vitkd-gpu-work: what the archive holds), RUNS (default
 # /tmp/vitkd-gpu-runs: run folders, never packed), VITKD_DEPS (default
 # /tmp/vitkd-deps), CARRY (default gpu-carry), BUILD_DIR (default build-gpu;
-# dry run build-gpu-dry), JOBS, BUDGET_S (default 270 a part, 540 for both;
+# dry run build-gpu-dry), JOBS, BUDGET_S (default DEVICE_PART_S of
+# jobs/gpu/device.env, 270 s, a part, twice that for both;
 # dry run 7200), SETUP_MAX_S (default 90; dry run 900),
 # LIMIT_SCALE (default 1; dry run 10), STEPS (default 20; dry run 6),
 # PYTHON (default python3: the machine's torch), VITKD_FALLBACK_ALL=1 (every
@@ -73,6 +74,8 @@ for arg in "$@"; do
 done
 # shellcheck source=tests/gpu/expect.sh
 . "$ROOT/tests/gpu/expect.sh"
+# shellcheck source=jobs/gpu/device.env
+. "$ROOT/jobs/gpu/device.env"   # DEVICE_PART_S: each part's budget
 gpu_expect "$DRY"   # EXPECT; one warning line where VITKD_EXPECT_GPU=0 on a GPU machine
 export VITKD_GPU_EXPECT_DECIDED=1
 STARTUP_S=30 RESERVE_S=15   # planned: set-up before the first check; summary and archive after the last
@@ -80,7 +83,7 @@ if [ "$DRY" = 1 ]; then
   STEPS=${STEPS:-6}; LIMIT_SCALE=${LIMIT_SCALE:-10}; BUDGET_S=${BUDGET_S:-7200}; SETUP_MAX_S=${SETUP_MAX_S:-900}
   BUILD=${BUILD_DIR:-$ROOT/build-gpu-dry}
 else
-  STEPS=${STEPS:-20}; LIMIT_SCALE=${LIMIT_SCALE:-1}; BUDGET_S=${BUDGET_S:-$([ -n "$PART" ] && echo 270 || echo 540)}
+  STEPS=${STEPS:-20}; LIMIT_SCALE=${LIMIT_SCALE:-1}; BUDGET_S=${BUDGET_S:-$([ -n "$PART" ] && echo "$DEVICE_PART_S" || echo $((2 * DEVICE_PART_S)))}
   SETUP_MAX_S=${SETUP_MAX_S:-90}
   BUILD=${BUILD_DIR:-$ROOT/build-gpu}
 fi
@@ -216,7 +219,7 @@ log "system: $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown OS}")
 
 meta mode "$([ "$DRY" = 1 ] && echo dry-run-cpu || echo gpu)"
 meta host "$(uname -n) $(nproc --all) cores, $(ldd --version 2>&1 | head -1)"
-if [ "$EXPECT" = 1 ] && [ "$DRY" != 1 ] && ! compgen -G "${VITKD_GPU_DEVICE_GLOB:-/dev/nvidia[0-9]*}" > /dev/null; then
+if [ "$EXPECT" = 1 ] && [ "$DRY" != 1 ] && ! gpu_device > /dev/null; then
   log "FAIL: VITKD_EXPECT_GPU=1, but no GPU is visible here (no /dev/nvidia* device): every GPU check will fail as not run"
   meta no_gpu "VITKD_EXPECT_GPU=1, but no /dev/nvidia* device"
 fi

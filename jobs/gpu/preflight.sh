@@ -8,7 +8,7 @@
 #  2. the carry: the Debian packages (jobs/gpu/prepare.sh, seconds when
 #     present) and the prebuilt binaries: missing, built against another
 #     torch, or older than the sources (one line naming the changed files)
-#     means a build (jobs/gpu/pack.sh: about 10 minutes cold on 2 cores);
+#     means a build (jobs/gpu/pack.sh: about 5 minutes cold on 2 cores);
 #  3. the size: the working tree as the device receives it (tracked and
 #     untracked, not ignored) and gpu-carry/ at most PREFLIGHT_MAX_MIB
 #     (default 60 of the device's 64);
@@ -90,20 +90,7 @@ say "size: working tree $(mib "$tree") MiB + carry $(mib "$carry") MiB = $(mib "
 # ---- 4. the rehearsal with this carry ------------------------------------------------------
 R=/tmp/vitkd-preflight
 rm -rf "$R" && mkdir -p "$R"
-verdict() {  # SUMMARY WHAT CONDITION
-  "$PYTHON" - "$@" <<'PY'
-import json, sys
-path, what, cond = sys.argv[1:]
-s = json.load(open(path))
-c = {x["name"]: x for x in s["checks"]}
-n = s["counts"]
-fails = "; ".join(f"{x['name']}: {x['reason']}" for x in s["checks"] if x["status"] == "fail")
-ok = eval(cond)
-print(f"preflight: rehearsal, {what}: {'ok' if ok else 'FAILED'} ({n['pass']} passed, {n['fail']} failed, "
-      f"{n['skip']} skipped in {s['seconds']} s){'' if ok else ': ' + (s['meta'].get('fatal') or fails)}")
-sys.exit(0 if ok else 1)
-PY
-}
+verdict() { "$PYTHON" jobs/gpu/lib/verdict.py "preflight: rehearsal" "$@"; }  # SUMMARY WHAT CONDITION
 CARRY=$CARRY PYTHON=$PYTHON OUT=$R/start bash jobs/gpu/rehearse.sh > "$R/start.log" 2>&1
 verdict "$R/start/summary.json" "the device run's start from carried files" \
   'c["a_launch"]["status"] == "pass" and n["fail"] == 0' || fail "see $R/start.log"

@@ -39,7 +39,7 @@ for arg in "$@"; do
 done
 CARRY=${CARRY:-$ROOT/gpu-carry}
 if [ -z "${PYTHON:-}" ]; then
-  PYTHON=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("python", ""))' "$CARRY/prebuilt/build.json" 2>/dev/null)
+  PYTHON=$(python3 "$ROOT/jobs/gpu/lib/prebuilt.py" python --carry "$CARRY" 2>/dev/null)
   [ -x "$PYTHON" ] || PYTHON=${VITKD_TORCH2_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/vitkd/torch2-venv}/bin/python
 fi
 R=${REHEARSAL_DIR:-/tmp/vitkd-rehearsal}

@@ -31,7 +31,7 @@ FS=${ROOTFS:-${XDG_CACHE_HOME:-$HOME/.cache}/vitkd/rootfs-$SUITE}
 OUT=${OUT:-/tmp/vitkd-rootfs-out}
 CARRY=$ROOT/gpu-carry
 if [ -z "${PYTHON:-}" ]; then
-  PYTHON=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("python", ""))' "$CARRY/prebuilt/build.json" 2>/dev/null)
+  PYTHON=$(python3 "$ROOT/jobs/gpu/lib/prebuilt.py" python --carry "$CARRY" 2>/dev/null)
 fi
 [ -x "${PYTHON:-}" ] || { echo "rehearse_rootfs.sh: no Python with the device's torch (PYTHON, or gpu-carry/prebuilt/build.json): run jobs/gpu/preflight.sh first" >&2; exit 2; }
 if [ ! -x "$FS/usr/bin/python3" ]; then

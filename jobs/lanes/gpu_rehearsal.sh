@@ -35,20 +35,7 @@ export REHEARSAL_DIR=$R/ns   # rehearse.sh's own folder
 rm -rf "$R" && mkdir -p "$R"
 
 # summary_verdict FILE WHAT CONDITION: one line; exit 1 unless CONDITION holds
-summary_verdict() {
-  "$PYTHON" - "$@" <<'PY'
-import json, sys
-path, what, cond = sys.argv[1:]
-s = json.load(open(path))
-c = {x["name"]: x for x in s["checks"]}
-n = s["counts"]
-ok = eval(cond)
-fails = [f"{x['name']}: {x['reason']}" for x in s["checks"] if x["status"] == "fail"]
-first = f"; first: {fails[0][:300]}" if fails and not ok else ""
-print(f"gpu-rehearsal: {what}: {'ok' if ok else 'FAILED'} ({n}{first})")
-sys.exit(0 if ok else 1)
-PY
-}
+summary_verdict() { "$PYTHON" jobs/gpu/lib/verdict.py gpu-rehearsal "$@"; }
 
 # 1. the start on a machine without GPU tools
 OUT=$R/start bash jobs/gpu/rehearse.sh

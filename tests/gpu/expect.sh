@@ -3,6 +3,7 @@
 # expected here, so that no check that skipped can pass for green on a GPU
 # machine.
 #
+#   gpu_device        prints the first /dev/nvidia* device (nothing, exit 1, when none)
 #   gpu_expect DRY    sets EXPECT to 0 or 1
 #
 # VITKD_EXPECT_GPU=1 (or on/yes/true): 1. Unset or empty: 1 wherever a
@@ -10,9 +11,14 @@
 # test), except in the dry run (DRY=1: the CPU stands in). Set to anything
 # else (0) on a machine with a GPU: 0, with one warning line on stderr
 # (unless VITKD_GPU_EXPECT_DECIDED=1: the caller has warned already).
+gpu_device() {
+  local dev
+  dev=$(compgen -G "${VITKD_GPU_DEVICE_GLOB:-/dev/nvidia[0-9]*}" | head -1)
+  [ -n "$dev" ] && echo "$dev"
+}
 gpu_expect() {
   local dry=${1:-0} dev
-  dev=$(compgen -G "${VITKD_GPU_DEVICE_GLOB:-/dev/nvidia[0-9]*}" | head -1)
+  dev=$(gpu_device)
   case "${VITKD_EXPECT_GPU-}" in
     1|ON|on|yes|true) EXPECT=1 ;;
     "") EXPECT=0; [ -n "$dev" ] && [ "$dry" != 1 ] && EXPECT=1 ;;

@@ -113,7 +113,7 @@ fi
 NEEDS_GPU=1
 case "$NAME" in a_launch*) NEEDS_GPU=0 ;; esac
 if [ "$DRY" != 1 ] && [ "$NEEDS_GPU" = 1 ]; then
-  if ! compgen -G "${VITKD_GPU_DEVICE_GLOB:-/dev/nvidia[0-9]*}" > /dev/null; then
+  if ! gpu_device > /dev/null; then
     skip_now "no CUDA GPU visible (no /dev/nvidia* device; VITKD_GPU_DRY_RUN=1 runs the checks on the CPU)"
   fi
   probe=$WORK/probe.txt

@@ -15,6 +15,9 @@
     prebuilt.py changed --carry DIR --root DIR
         the source files changed since the prebuild, in one line ("" when
         none); exit 1 when some changed, 2 when there is no build.json.
+    prebuilt.py python --carry DIR
+        the Python the binaries were built with (build.json), the default
+        for the rehearsals; exit 2 when build.json names none.
     prebuilt.py sonames < FILES
         "FILE<TAB>SONAME" for each shared library named on standard input
         (one path a line) that has one: read from its ELF dynamic section,
@@ -222,9 +225,16 @@ def changed(a):
     return 1 if line else 0
 
 
+def python(a):
+    path = os.path.join(a.carry, "prebuilt", "build.json")
+    exe = json.load(open(path)).get("python", "") if os.path.isfile(path) else ""
+    print(exe)
+    return 0 if exe else 2
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("command", choices=("record", "match", "changed", "sonames"))
+    p.add_argument("command", choices=("record", "match", "changed", "python", "sonames"))
     p.add_argument("--build")
     p.add_argument("--carry")
     p.add_argument("--deps")
@@ -232,7 +242,7 @@ def main():
     a = p.parse_args()
     if a.command != "sonames" and not a.carry:
         p.error("--carry is needed")
-    return {"record": record, "match": match, "changed": changed, "sonames": sonames}[a.command](a)
+    return {"record": record, "match": match, "changed": changed, "python": python, "sonames": sonames}[a.command](a)
 
 
 if __name__ == "__main__":
