@@ -17,6 +17,13 @@
 #   resume_is_bit_exact            preempted at step 7 and resumed: the weights of one run
 #   loader_threads_train_alike     2 loader threads per rank transforming ahead and the
 #                                  transform on the compute thread: the same weights, bitwise
+#   grey_levels_train_as_floats    data.transfer = "uint8" (the views' grey levels cross, normalized
+#                                  where the model runs) against "float32": the same weights,
+#                                  bitwise, where every view is a copy (the pad crop and flips at
+#                                  the stored 256); within half a grey level of input where
+#                                  resampled (the random-resized crop: the same first-step loss
+#                                  within 1e-3); timing.h5's /input_bytes a quarter of the input's
+#                                  bytes; with mixing, "uint8" is one line
 #   evaluation_is_the_centre_crop  `vitkd export` at 224 from a 256 store; the teacher learnt
 #                                  the photos (test top-1 >= 0.9), and its test top-1 is the
 #                                  PyTorch model's (the exported vitkd_model.py) on the centred
@@ -25,7 +32,7 @@
 #   e2e_photos.sh --list | CASE NP ROOT    (tests/lib/common.sh)
 source "$(dirname "$0")/lib/common.sh"
 CASES=(setup cached_views_equal_live:setup ranks_train_on_the_same_views:setup resume_is_bit_exact:setup
-       evaluation_is_the_centre_crop:setup loader_threads_train_alike:setup)
+       evaluation_is_the_centre_crop:setup loader_threads_train_alike:setup grey_levels_train_as_floats:setup)
 
 SETUP=${3-}/setup
 export MPI_TIMEOUT=300
@@ -153,6 +160,43 @@ case_loader_threads_train_alike() {
   grep -q "loader: 2 thread(s) per rank read and transform" ahead.log || { cat ahead.log; fail "no loader threads"; }
   grep -q "loader: the transform runs on the compute thread" inline.log || { cat inline.log; fail "loader threads"; }
   cmp_ckpt inline/checkpoint.h5 ahead/checkpoint.h5 --exact --groups model
+}
+
+case_grey_levels_train_as_floats() {
+  # Copies: the pad crop (shifts, zero padding) and flips at the stored 256.
+  local C=(train.max_steps=6 model.image_size=256 'data.crop="pad"' data.crop_pad=8 data.loader_threads=1)
+  local R=(train.max_steps=1)  # resampled: the random-resized crop at 224
+  photo_config f32.toml "$NP" "${C[@]}" 'data.transfer="float32"' 'run.out_dir="f32"'
+  photo_config u8.toml "$NP" "${C[@]}" 'data.transfer="uint8"' 'run.out_dir="u8"'
+  photo_config rf32.toml "$NP" "${R[@]}" 'data.transfer="float32"' 'run.out_dir="rf32"'
+  photo_config ru8.toml "$NP" "${R[@]}" 'data.transfer="uint8"' data.loader_threads=0 'run.out_dir="ru8"'
+  for r in f32 u8 rf32 ru8; do LOG=$r.log expect 0 vk "$NP" train $r.toml; done
+  grep -q 'input transfer: uint8 grey levels, 196608 B per sample, normalized on cpu' u8.log ||
+    { grep 'input transfer' u8.log; fail "the start-up line does not name the uint8 transfer"; }
+  grep -q 'input transfer: float32, normalized on the host, 786432 B per sample' f32.log ||
+    { grep 'input transfer' f32.log; fail "the start-up line does not name the float32 transfer"; }
+  cmp_ckpt f32/checkpoint.h5 u8/checkpoint.h5 --exact --groups model
+  "$PYTHON" - "$((G / NP))" <<'PY'
+import json, sys
+import h5py, numpy as np
+b = int(sys.argv[1])
+for run, side in (("f32", 256), ("rf32", 224), ("u8", 256), ("ru8", 224)):
+    with h5py.File(f"{run}/timing.h5", "r") as f:
+        got, kind = f["input_bytes"][()], f.attrs["input_transfer"]
+        kind = kind.decode() if isinstance(kind, bytes) else kind
+        loss = f["metrics/loss"][0]
+    want_kind = "uint8" if run.endswith("u8") else "float32"
+    assert kind == want_kind == json.load(open(f"{run}/result.json"))["input_transfer"], (run, kind)
+    per_pixel = 1 if kind == "uint8" else 4
+    # Every rank, every step: the input [b, 3, S, S] and the int64 labels [b].
+    assert (got == b * (per_pixel * 3 * side * side + 8)).all(), (run, got)
+    if run == "rf32": loss_f32 = loss
+    if run == "ru8":
+        assert abs(loss - loss_f32) <= 1e-3 * abs(loss_f32), (loss, loss_f32)
+        print(f"OK: first-step loss {loss:.6f} with grey levels, {loss_f32:.6f} with floats")
+PY
+  photo_config mix.toml "$NP" "${ALL[@]}" 'data.transfer="uint8"' 'run.out_dir="mix"'
+  LOG=mix.log expect_error 2 'data.transfer = "uint8" sends grey levels' vk "$NP" train mix.toml
 }
 
 case_evaluation_is_the_centre_crop() {

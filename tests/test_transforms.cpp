@@ -9,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "data/tensors.hpp"
 #include "data/transforms/transforms.hpp"
 
 using namespace vitkd;
@@ -216,6 +217,59 @@ TEST(Transforms, RandomResizedViewsReplayBitwiseInAnyBatch) {
     ASSERT_EQ(0, std::memcmp(one.data(), live.data() + b * C * S * S, one.size() * sizeof(float)));
   }
   EXPECT_FALSE(view_params(a, 0, 7, H, W) == view_params(a, 1, 7, H, W));
+}
+
+// data.transfer = "uint8": the views rendered as grey levels, normalized by
+// the table (normalize_grey_levels, as on the GPU), give the float views'
+// bits where a view is a copy (the pad crop's shifts, zero padding, mirror;
+// the evaluation view's centre crop), and differ by at most half a grey
+// level where it is resampled (the rounding to whole levels), with some
+// pixels really rounded. The table is (g / 255 - mean) / std.
+TEST(Transforms, GreyLevelViewsNormalizeToTheFloatViews) {
+  const int64_t n = 24, H = 40, W = 40, C = 3;
+  const std::vector<uint8_t> px = noise_pixels(n, H, W, C);
+  std::vector<int64_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 100);
+  const std::vector<double> mean{0.485, 0.456, 0.406}, stdv{0.229, 0.224, 0.225};  // ImageNet's
+  const auto table = torch::from_blob(normalization_table(C, mean, stdv).data(), {C, 256}, torch::kFloat32).clone();
+  for (int64_t ch = 0; ch < C; ++ch)
+    for (int64_t g = 0; g < 256; g += 17)
+      EXPECT_NEAR(table[ch][g].item<float>(), (g / 255.0 - mean[ch]) / stdv[ch], 1e-6);
+  AugmentSpec pad;  // copies: shifted by up to 4 pixels, zero padded, mirrored
+  pad.enabled = true;
+  pad.pad = 4;
+  pad.seed = 3;
+  AugmentSpec centre;  // the evaluation view of a 40 store at 32: a copy of the centre
+  centre.out = 32;
+  centre.crop_pct = 0.8;
+  AugmentSpec resized = resized_spec(32);  // resampled
+  for (const AugmentSpec* a : {&pad, &centre, &resized}) {
+    ASSERT_TRUE(transform_ends_in_grey_levels(*a));
+    const int64_t S = output_side(*a, H);
+    ImageBatch b;
+    b.n = n, b.h = H, b.w = W, b.c = C, b.epoch = 2;
+    b.pixels = px.data();
+    b.indices = idx.data();
+    std::vector<float> want(static_cast<size_t>(n * C * S * S));
+    transform_batch(b, *a, mean, stdv, nullptr, nullptr, 0, want.data(), nullptr);
+    auto grey = torch::empty({n, C, S, S}, torch::kUInt8);
+    transform_batch(b, *a, nullptr, grey.data_ptr<uint8_t>());
+    const auto got = normalize_grey_levels(grey, table);
+    const auto ref = torch::from_blob(want.data(), {n, C, S, S}, torch::kFloat32);
+    if (a != &resized) {
+      ASSERT_EQ(0, std::memcmp(got.data_ptr<float>(), want.data(), want.size() * sizeof(float)))
+          << "a copied view differs from the float path";
+    } else {
+      // Half a grey level of the widest channel (the smallest std), and float rounding.
+      const double half = 0.5 / (255.0 * 0.224) + 1e-5;
+      const double worst = (got - ref).abs().max().item<double>();
+      EXPECT_LE(worst, half);
+      EXPECT_GT(worst, 0.25 / (255.0 * 0.229)) << "no pixel was rounded: not a resampled view";
+    }
+  }
+  AugmentSpec mixed = resized;
+  mixed.mix.mixup_alpha = 0.8;
+  EXPECT_FALSE(transform_ends_in_grey_levels(mixed));
 }
 
 // The text a teacher-view cache compares names exactly what changes views.

@@ -406,6 +406,7 @@ void validate_config(const Config& c, const std::string& origin) {
   if (c.data_batch_size < 1) bad("data.batch_size", "must be at least 1, got " + std::to_string(c.data_batch_size));
   if (c.data_crop_pad < 0) bad("data.crop_pad", "must be >= 0");
   one_of("data.crop", c.data_crop, {"pad", "random_resized"});
+  one_of("data.transfer", c.data_transfer, {"auto", "float32", "uint8"});
   one_of("data.policy", c.data_policy, {"none", "trivial_augment"});
   validate_views(c, bad);
   if (c.data_prefetch < 1) bad("data.prefetch", "must be at least 1");

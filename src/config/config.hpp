@@ -44,6 +44,7 @@ struct PathList {
   X(data, drop_last, bool, false, "drop the last partial global batch of each epoch")      \
   X(data, prefetch, int64_t, 4, "batches the prefetch thread may read ahead")              \
   X(data, loader_threads, int64_t, -1, "threads per rank that read and transform the training batches ahead of the step; 0 = the transform runs on the compute thread (one thread only reads); -1 = the rank's cores beside its train.threads compute threads (0 when there are none)") \
+  X(data, transfer, std::string, "auto", "how training batches leave the host: \"float32\" (normalized there), \"uint8\" (the views' grey levels, a quarter of the bytes, normalized where the model runs; resampled views rounded to whole grey levels; needs data.policy = \"none\", data.random_erase = 0 and no mixing, which work on normalized values) or \"auto\" (uint8 on a GPU where the transform allows it, float32 elsewhere; docs/training.md)") \
   X(data, eval_split, std::string, "test", "the split every evaluation during training reads: \"test\" or \"val\" (the validation split of `vitkd prepare --val-fraction`; then the final model also reads the test split once: result.json test_top1, test_predictions.json)") \
   X(data, io, std::string, "serial",                                                         \
     "sample reads: \"serial\" (each rank opens the file; a thread reads ahead) or \"mpio\" (one collective MPI-IO open; reads on demand)") \

@@ -70,8 +70,11 @@ struct Batch {
   std::vector<uint8_t> partner_pixels;
   /// Filled by a loader thread (LoaderOptions::transform): the model's input
   /// [n, C, S, S] and, with mixing, the mixed labels [n, K].
+  /// With grey-level transfer (InputTransfer::Uint8) the input is x8, the
+  /// views' grey levels [n, C, S, S], and x stays empty.
   bool transformed = false;
   std::vector<float> x, y_soft;
+  std::vector<uint8_t> x8;
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
   /// The batch as the transforms read it (partners included when present).
   ImageBatch images(const DatasetMeta& m) const;

@@ -15,10 +15,20 @@ torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpe
 }
 
 TrainInputs train_inputs(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, const ViewParams* views,
-                         const ViewParams* partner_views, bool pinned) {
+                         const ViewParams* partner_views, bool pinned, InputTransfer transfer) {
   const int64_t s = output_side(aug, m.height);
   const auto opt = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(pinned);
   TrainInputs t;
+  if (transfer == InputTransfer::Uint8) {
+    t.x = torch::empty({b.size(), m.channels, s, aug.out > 0 ? s : m.width}, opt.dtype(torch::kUInt8));
+    t.y = batch_labels(b, pinned);
+    if (b.transformed && !views) {  // a loader thread did the work
+      std::copy(b.x8.begin(), b.x8.end(), t.x.data_ptr<uint8_t>());
+    } else if (b.size() > 0) {
+      transform_batch(b.images(m), aug, views, t.x.data_ptr<uint8_t>());
+    }
+    return t;
+  }
   t.x = torch::empty({b.size(), m.channels, s, aug.out > 0 ? s : m.width}, opt);
   if (b.transformed && !views) {  // a loader thread did the work
     std::copy(b.x.begin(), b.x.end(), t.x.data_ptr<float>());
@@ -43,8 +53,16 @@ TrainInputs train_inputs(const Batch& b, const DatasetMeta& m, const AugmentSpec
   return t;
 }
 
-void transform_on_loader_thread(Batch& b, const DatasetMeta& m, const AugmentSpec& aug) {
+void transform_on_loader_thread(Batch& b, const DatasetMeta& m, const AugmentSpec& aug, InputTransfer transfer) {
   const int64_t s = output_side(aug, m.height), w = aug.out > 0 ? s : m.width;
+  if (transfer == InputTransfer::Uint8) {
+    b.x8.resize(static_cast<size_t>(b.size() * m.channels * s * w));
+    ImageBatch ib = b.images(m);
+    ib.serial = true;
+    if (b.size() > 0) transform_batch(ib, aug, nullptr, b.x8.data());
+    b.transformed = true;
+    return;
+  }
   b.x.resize(static_cast<size_t>(b.size() * m.channels * s * w));
   if (aug.mixing()) b.y_soft.resize(static_cast<size_t>(b.size() * m.num_classes));
   ImageBatch ib = b.images(m);
@@ -53,6 +71,18 @@ void transform_on_loader_thread(Batch& b, const DatasetMeta& m, const AugmentSpe
     transform_batch(ib, aug, m.mean, m.std, nullptr, nullptr, m.num_classes, b.x.data(),
                     aug.mixing() ? b.y_soft.data() : nullptr);
   b.transformed = true;
+}
+
+torch::Tensor normalize_grey_levels(const torch::Tensor& x8, const torch::Tensor& table) {
+  // One gather: the row of each pixel's channel, the column of its grey level.
+  const int64_t c = table.size(0);
+  auto rows = torch::arange(c, x8.options().dtype(torch::kLong)).mul_(256).view({1, c, 1, 1});
+  return table.reshape({-1}).take(x8.to(torch::kLong).add_(rows));
+}
+
+torch::Tensor normalization_table_tensor(const DatasetMeta& m) {
+  std::vector<float> t = normalization_table(m.channels, m.mean, m.std);
+  return torch::tensor(t, torch::kFloat32).view({m.channels, 256});
 }
 
 torch::Tensor batch_labels(const Batch& b, bool pinned) {

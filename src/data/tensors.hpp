@@ -15,7 +15,13 @@ namespace vitkd {
 /// memory (needs CUDA LibTorch), so that a non-blocking copy to a GPU
 /// overlaps the host's next work.
 torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, bool pinned = false);
-/// A training batch as tensors: the input x float32 [n, C, S, S], and the
+/// How a training batch's input leaves the host (data.transfer): normalized
+/// float32, or the views' grey levels as uint8 (a quarter of the bytes),
+/// normalized where the model runs by normalize_grey_levels().
+enum class InputTransfer : uint8_t { Float32, Uint8 };
+
+/// A training batch as tensors: the input x float32 [n, C, S, S] (uint8 grey
+/// levels with InputTransfer::Uint8), and the
 /// targets y: the labels int64 [n], or with mixing the mixed labels float32
 /// [n, K] (lam * onehot(y) + (1 - lam) * onehot(y_partner); rows sum to 1).
 struct TrainInputs {
@@ -25,12 +31,22 @@ struct TrainInputs {
 /// / `partner_views` when given (a teacher-view cache's, [b.size()] each),
 /// else drawn from (aug.seed, epoch, index).
 TrainInputs train_inputs(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, const ViewParams* views,
-                         const ViewParams* partner_views, bool pinned = false);
+                         const ViewParams* partner_views, bool pinned = false,
+                         InputTransfer transfer = InputTransfer::Float32);
+
+/// The grey levels `x8` uint8 [n, C, S, S] normalized through `table` float32
+/// [C, 256] (normalization_table(), on x8's device): float32 [n, C, S, S],
+/// table[c][x8[n][c][y][x]] -- the bits the float32 transfer sends for the
+/// same grey levels.
+torch::Tensor normalize_grey_levels(const torch::Tensor& x8, const torch::Tensor& table);
+/// normalization_table() of the dataset's channels as a tensor [C, 256].
+torch::Tensor normalization_table_tensor(const DatasetMeta& m);
 
 /// The training transform of `b` into b.x / b.y_soft on a loader thread
 /// (LoaderOptions::transform; Kokkos::Serial); train_inputs() then copies
 /// them into the tensors.
-void transform_on_loader_thread(Batch& b, const DatasetMeta& m, const AugmentSpec& aug);
+void transform_on_loader_thread(Batch& b, const DatasetMeta& m, const AugmentSpec& aug,
+                                InputTransfer transfer = InputTransfer::Float32);
 
 /// Labels int64 [n] (`pinned` as for batch_input).
 torch::Tensor batch_labels(const Batch& b, bool pinned = false);

@@ -79,7 +79,7 @@ void append(hid_t file, const std::string& path, hid_t type, hsize_t rows, hsize
 // then flushed. Collective.
 void truncate_rows(hid_t file, hsize_t rows, hsize_t eval_rows) {
   for (const char* n : {"/step_seconds", "/step_wall_seconds", "/cpu_user_seconds", "/cpu_system_seconds",
-                        "/metrics/step", "/metrics/epoch", "/metrics/samples_seen",
+                        "/input_bytes", "/metrics/step", "/metrics/epoch", "/metrics/samples_seen",
                         "/metrics/samples_trained", "/metrics/teacher_forwards", "/metrics/loss",
                         "/metrics/lr", "/metrics/kept_fraction", "/metrics/images_per_second",
                         "/eval/step", "/eval/epoch", "/eval/test_top1"}) {
@@ -106,8 +106,9 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
     if (w.root() && access(path.c_str(), F_OK) == 0) {
       try {
         H5Obj old = h5_open_read(path, "timing log");
-        if (h5_attr_string(old, "format") == kTimingH5.name &&
-            h5_attr_int(old, "world_size") == w.size) {
+        // A log without /input_bytes (written before it existed) starts anew.
+        if (h5_attr_string(old, "format") == kTimingH5.name && h5_attr_int(old, "world_size") == w.size &&
+            h5_exists(old, "/input_bytes")) {
           // Keep the rows of steps up to the checkpoint (a killed run may
           // have logged steps after it, and may have died mid-append).
           auto rows_through = [&](const char* steps, const char* other) {
@@ -144,6 +145,7 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
       h5_attr_write(file_, "gemm_flops_per_core", a.gemm_bf16_flops_per_core);
       h5_attr_write(file_, "compute", a.compute);
       h5_attr_write(file_, "eval_split", a.eval_split);
+      h5_attr_write(file_, "input_transfer", a.input_transfer);
       cpu_times(&last_user_, &last_sys_);
       return;
     }
@@ -169,6 +171,7 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
   h5_attr_write(file_, "compute", a.compute);
   h5_attr_write(file_, "eval_split", a.eval_split);
   h5_attr_write(file_, "threads_per_rank", a.threads_per_rank);
+  h5_attr_write(file_, "input_transfer", a.input_transfer);
   const hsize_t P = w.size, F = kNumPhases;
   create_extendible(file_, "/step_seconds", H5T_NATIVE_DOUBLE, {P, F});
   {
@@ -178,6 +181,11 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
   }
   for (const char* n : {"/step_wall_seconds", "/cpu_user_seconds", "/cpu_system_seconds"})
     create_extendible(file_, n, H5T_NATIVE_DOUBLE, {P});
+  create_extendible(file_, "/input_bytes", H5T_NATIVE_INT64, {P});
+  {
+    H5Obj d(VK_CHECK(H5, H5Dopen2(file_, "/input_bytes", H5P_DEFAULT)));
+    h5_attr_write(d, "units", std::string("bytes"));
+  }
   for (const char* n : {"/metrics/step", "/metrics/epoch", "/metrics/samples_seen",
                         "/metrics/samples_trained", "/metrics/teacher_forwards", "/eval/step", "/eval/epoch"})
     create_extendible(file_, n, H5T_NATIVE_INT64, {});
@@ -189,9 +197,11 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
 
 TimingLog::~TimingLog() = default;
 
-void TimingLog::record(const std::array<double, kNumPhases>& phases, double wall, const StepMetrics& m) {
+void TimingLog::record(const std::array<double, kNumPhases>& phases, double wall, const StepMetrics& m,
+                       int64_t input_bytes) {
   phases_.insert(phases_.end(), phases.begin(), phases.end());
   wall_.push_back(wall);
+  input_bytes_.push_back(input_bytes);
   double u, s;
   cpu_times(&u, &s);
   user_.push_back(u - last_user_);
@@ -222,6 +232,7 @@ void TimingLog::append_rows() {
   append(file_, "/step_wall_seconds", H5T_NATIVE_DOUBLE, rows, written_, k, wall_.data(), r, 1);
   append(file_, "/cpu_user_seconds", H5T_NATIVE_DOUBLE, rows, written_, k, user_.data(), r, 1);
   append(file_, "/cpu_system_seconds", H5T_NATIVE_DOUBLE, rows, written_, k, sys_.data(), r, 1);
+  append(file_, "/input_bytes", H5T_NATIVE_INT64, rows, written_, k, input_bytes_.data(), r, 1);
   const bool root = w.root();
   auto col_i = [&](int64_t StepMetrics::*f) {
     std::vector<int64_t> v;
@@ -262,6 +273,7 @@ void TimingLog::append_rows() {
   wall_.clear();
   user_.clear();
   sys_.clear();
+  input_bytes_.clear();
   metrics_.clear();
   eval_step_.clear();
   eval_epoch_.clear();

@@ -5,6 +5,9 @@
 //   /step_wall_seconds   float64 [steps, ranks]          whole step, per rank
 //   /cpu_user_seconds    float64 [steps, ranks]          getrusage deltas per step
 //   /cpu_system_seconds  float64 [steps, ranks]
+//   /input_bytes         int64 [steps, ranks]            bytes of the training inputs the
+//                                                        rank's host made for the step (input
+//                                                        and targets; what crosses to a GPU)
 //   /metrics/{step, epoch, samples_seen, samples_trained, teacher_forwards}  int64 [steps]
 //   /metrics/{loss, lr, kept_fraction, images_per_second}                    float64 [steps]
 //   /eval/{step, epoch} int64 [n], /eval/test_top1 float64 [n]
@@ -12,6 +15,7 @@
 //   parameters, teacher_parameters, flops_per_sample, bytes_per_rank,
 //   gemm_bf16_flops_per_core (the MFU ceiling, in `compute`'s precision despite
 //   its name, kept for older readers), gemm_flops_per_core (the same value),
+//   input_transfer ("float32" | "uint8": data.transfer as resolved),
 //   compute ("bf16" | "fp32": the precision the run computed in; after a resume
 //   in another precision, that of the run that appended last, as are the two
 //   gemm ceilings), threads_per_rank
@@ -39,6 +43,7 @@ struct TimingLogAttrs {
   double flops_per_sample = 0, gemm_bf16_flops_per_core = 0;
   std::string compute = "bf16";  ///< "bf16" | "fp32": the precision the run computes in
   std::string eval_split = "test";  ///< the split of /eval/test_top1 (data.eval_split)
+  std::string input_transfer = "float32";  ///< data.transfer as resolved
 };
 
 /// One step's global metrics (the same on every rank; counters summed over ranks).
@@ -56,9 +61,10 @@ class TimingLog {
   TimingLog(const std::string& path, const TimingLogAttrs& attrs, int64_t flush_every,
             int64_t resume_step = -1);
   ~TimingLog();
-  /// Records one step: this rank's phase times and wall time, plus metrics.
-  /// CPU times are taken here (getrusage since the previous call).
-  void record(const std::array<double, kNumPhases>& phases, double wall, const StepMetrics& m);
+  /// Records one step: this rank's phase times, wall time and input bytes,
+  /// plus metrics. CPU times are taken here (getrusage since the previous call).
+  void record(const std::array<double, kNumPhases>& phases, double wall, const StepMetrics& m,
+              int64_t input_bytes = 0);
   void record_eval(int64_t step, int64_t epoch, double top1);
   /// Collective: appends the buffered rows.
   void flush();
@@ -71,6 +77,7 @@ class TimingLog {
   int64_t flush_every_, written_ = 0, evals_written_ = 0;
   double overhead_ = 0, last_user_ = 0, last_sys_ = 0;
   std::vector<double> phases_, wall_, user_, sys_;
+  std::vector<int64_t> input_bytes_;
   std::vector<StepMetrics> metrics_;
   std::vector<int64_t> eval_step_, eval_epoch_;
   std::vector<double> eval_top1_;

@@ -159,6 +159,7 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("comm_bytes_sent_rank0", s.comm->bytes_sent())
         .set("comm_backend", s.comm->name())
         .set("device", s.device.name())
+        .set("input_transfer", s.timing_attrs.input_transfer)
         .set("host", w.host)
         .set("final_loss", st.logged_loss)
         .set("timing_log_overhead_fraction", t.log_overhead_seconds / std::max(1e-9, t.run_seconds))

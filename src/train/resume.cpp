@@ -141,13 +141,13 @@ CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSet
       t = torch::from_blob(const_cast<float*>(st.pool_logits.data()), {b.size(), st.logit_dim},
                            torch::kFloat32)
               .clone();
-    const TrainInputs in = training_inputs(s, b);
-    const torch::Tensor x = in.x.to(plan.device);
+    const TrainInputs in = device_inputs(s, b);
+    const torch::Tensor& x = in.x;
     if (t.defined()) t = t.to(plan.device);
     if (kd && !t.defined())
       t = s.views ? s.views->targets(b.epoch, torch::tensor(st.pool_index, torch::kLong)).to(plan.device)
                   : s.teacher->logits(x);
-    pool.add(x, in.y.to(plan.device), t, torch::tensor(st.pool_index, torch::kLong));
+    pool.add(x, in.y, t, torch::tensor(st.pool_index, torch::kLong));
   }
   log0("resume: from %s (written at %lld rank(s)): step %lld, epoch %lld, batch %lld of the epoch, "
        "%lld samples seen%s\n", path.c_str(), (long long)info.world_size, (long long)st.step,

@@ -41,6 +41,7 @@ struct RunState : TrainState {
   double test_top1 = -1;    ///< last evaluation, -1 before the first
   // This run only:
   int64_t bad_run = 0;      ///< consecutive non-finite steps
+  int64_t input_bytes = 0;  ///< bytes of the training inputs this rank's host made (device_inputs)
   double logged_loss = NAN; ///< global mean loss of the last progress window
   LastStep last;
   ProgressWindow window;

@@ -223,12 +223,43 @@ AugmentSpec augment_from_config(const Config& cfg) {
 
 TrainInputs training_inputs(TrainSetup& s, const Batch& b, bool pinned) {
   const AugmentSpec& aug = s.plan.augment;
-  if (!s.views) return train_inputs(b, s.meta, aug, nullptr, nullptr, pinned);
+  if (!s.views) return train_inputs(b, s.meta, aug, nullptr, nullptr, pinned, s.plan.transfer);
   const std::vector<ViewParams> v = s.views->views(b.epoch, b.indices);
   std::vector<ViewParams> pv;
   if (aug.mixing()) pv = s.views->views(b.epoch, b.partner_indices);
-  return train_inputs(b, s.meta, aug, v.data(), aug.mixing() ? pv.data() : nullptr, pinned);
+  return train_inputs(b, s.meta, aug, v.data(), aug.mixing() ? pv.data() : nullptr, pinned, s.plan.transfer);
 }
+
+TrainInputs device_inputs(TrainSetup& s, const Batch& b, int64_t* host_bytes) {
+  const bool gpu = s.plan.device.is_cuda();
+  // From page-locked memory on a GPU, so the copy does not wait on the host.
+  TrainInputs in = training_inputs(s, b, /*pinned=*/gpu);
+  if (host_bytes) *host_bytes = static_cast<int64_t>(in.x.nbytes() + in.y.nbytes());
+  in.x = in.x.to(s.plan.device, /*non_blocking=*/gpu);
+  in.y = in.y.to(s.plan.device, /*non_blocking=*/gpu);
+  if (s.plan.transfer == InputTransfer::Uint8) in.x = normalize_grey_levels(in.x, s.grey_levels);
+  return in;
+}
+
+namespace {
+
+// data.transfer for this device and transform: "auto" sends grey levels to a
+// GPU where the transform ends in them (a CPU reads the host's floats
+// directly: nothing crosses).
+InputTransfer input_transfer(const std::string& key, const TrainPlan& plan, const std::string& origin) {
+  const bool fits = transform_ends_in_grey_levels(plan.augment);
+  if (key == "float32") return InputTransfer::Float32;
+  if (key == "uint8") {
+    if (!fits)
+      throw UserError(origin + ": data.transfer = \"uint8\" sends grey levels, but data.policy, data.random_erase "
+                      "or data.mixup/cutmix change normalized values after the crop; set data.transfer = \"auto\" "
+                      "or \"float32\", or turn those off");
+    return InputTransfer::Uint8;
+  }
+  return fits && plan.device.is_cuda() ? InputTransfer::Uint8 : InputTransfer::Float32;
+}
+
+}  // namespace
 
 ModelSpec spec_from_config(const Config& c) {
   ModelSpec s;
@@ -262,7 +293,8 @@ void make_loaders(const Config& cfg, TrainSetup& s) {
   if (plan.loader_threads > 0) {
     const DatasetMeta meta = s.meta;
     const AugmentSpec aug = plan.augment;
-    lo.transform = [meta, aug](Batch& b) { transform_on_loader_thread(b, meta, aug); };
+    const InputTransfer transfer = plan.transfer;
+    lo.transform = [meta, aug, transfer](Batch& b) { transform_on_loader_thread(b, meta, aug, transfer); };
     lo.threads = static_cast<int>(plan.loader_threads);
     log0("loader: %lld thread(s) per rank read and transform the batches ahead of the step\n",
          (long long)plan.loader_threads);
@@ -270,6 +302,16 @@ void make_loaders(const Config& cfg, TrainSetup& s) {
     log0("loader: the transform runs on the compute thread%s%s\n", why.empty() ? "" : ": ", why.c_str());
   }
   s.train = std::make_unique<Loader>(s.meta, lo);
+  const int64_t side = output_side(plan.augment, s.meta.height);
+  const int64_t pixels = s.meta.channels * side * (plan.augment.out > 0 ? side : s.meta.width);
+  if (plan.transfer == InputTransfer::Uint8) {
+    s.grey_levels = normalization_table_tensor(s.meta).to(plan.device);
+    log0("input transfer: uint8 grey levels, %lld B per sample, normalized on %s (data.transfer = \"%s\")\n",
+         (long long)pixels, plan.device.str().c_str(), cfg.data_transfer.c_str());
+  } else {
+    log0("input transfer: float32, normalized on the host, %lld B per sample (data.transfer = \"%s\")\n",
+         (long long)(4 * pixels), cfg.data_transfer.c_str());
+  }
 }
 
 }  // namespace
@@ -299,6 +341,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   TrainPlan& plan = s.plan;
   plan.attention = attention_kernel(cfg.model_attention, origin);
   plan.device = s.device.torch_device();
+  plan.transfer = input_transfer(cfg.data_transfer, plan, origin);
   // The precision probe and the teacher's bf16 copy run on the run's threads.
   torch::set_num_threads(static_cast<int>(plan.threads));
   s.precision = choose_precision(cfg.precision_compute, cfg.precision_reduce, plan.device);
@@ -375,6 +418,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   ta.gemm_bf16_flops_per_core = s.gemm_ceiling;
   ta.compute = s.precision.compute;
   ta.eval_split = cfg.data_eval_split;
+  ta.input_transfer = plan.transfer == InputTransfer::Uint8 ? "uint8" : "float32";
   echo_sifting(cfg, plan);
   return out;
 }

@@ -48,6 +48,7 @@ struct TrainPlan {
   double warmup_samples = 0;
   int64_t threads = 1;              ///< compute threads per rank
   int64_t loader_threads = 0;       ///< threads transforming training batches ahead (0: on the compute thread)
+  InputTransfer transfer = InputTransfer::Float32;  ///< data.transfer, resolved for the device and transform
   DistillSpec distill;
   AugmentSpec augment;
   DropPathSpec drop_path;           ///< the student's stochastic depth in training forwards (model.drop_path)
@@ -84,6 +85,9 @@ struct TrainSetup {
   /// The teacher-view cache replayed instead of the teacher (distill.teacher_cache
   /// with augmentation, or with a `vitkd teacher-cache` file); null otherwise.
   std::unique_ptr<ViewCache> views;
+  /// normalization_table_tensor() on the run's device [C, 256], with
+  /// InputTransfer::Uint8 (undefined otherwise).
+  torch::Tensor grey_levels;
 };
 
 /// model.<field> keys of the configuration as a ModelSpec (VITKD_MODEL_SPEC_FIELDS).
@@ -98,6 +102,10 @@ AugmentSpec augment_from_config(const Config& cfg);
 /// teacher-view cache's views (the sample's and its partner's) when the run
 /// replays one. `pinned` as for batch_input.
 TrainInputs training_inputs(TrainSetup& s, const Batch& b, bool pinned = false);
+/// training_inputs() on the run's device, normalized there when they crossed
+/// as grey levels (plan.transfer). `host_bytes`: the bytes of the host-side
+/// tensors (input and targets) that crossed.
+TrainInputs device_inputs(TrainSetup& s, const Batch& b, int64_t* host_bytes = nullptr);
 
 std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string& origin);
 

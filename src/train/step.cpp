@@ -80,16 +80,14 @@ bool StepEngine::fill(bool sifting) {
     ScopedPhase ph(times_, Phase::DataWait);
     b = s_.train->next();
     if (!b) return false;
-    const bool gpu = plan_.device.is_cuda();
-    // The transform (with a teacher-view cache, its views replayed).
-    TrainInputs in = training_inputs(s_, *b, /*pinned=*/gpu);
+    // The transform (with a teacher-view cache, its views replayed), the
+    // batch on the compute device; the sample indices stay on the host.
+    int64_t bytes = 0;
+    TrainInputs in = device_inputs(s_, *b, &bytes);
+    st_.input_bytes += bytes;
     x = std::move(in.x);
     y = std::move(in.y);
     if (faults_.corrupt(st_.step) && world().rank == 0) x.fill_(NAN);  // test-only: a corrupt batch
-    // The batch on the compute device (from page-locked memory, without
-    // waiting on a GPU); the sample indices stay on the host.
-    x = x.to(plan_.device, /*non_blocking=*/gpu);
-    y = y.to(plan_.device, /*non_blocking=*/gpu);
   }
   st_.data_batch = b->step + 1;
   auto idx_t = torch::tensor(b->indices, torch::kLong);

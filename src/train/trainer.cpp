@@ -28,7 +28,8 @@ namespace {
 // The step's row of the timing log, and whether any rank was told to stop
 // (SIGTERM/SIGUSR1): both travel in the one allreduce a step needs anyway.
 bool record_step(TimingLog& tlog, const RunState& st, const PhaseTimes& times, int64_t epoch,
-                 double wall, int64_t seen_before, int64_t trained_before, int64_t kept_before) {
+                 double wall, int64_t seen_before, int64_t trained_before, int64_t kept_before,
+                 int64_t bytes_before) {
   const TestFaults& faults = TestFaults::get();
   const bool signalled = preemption_signalled() || (world().root() && faults.preempt_step == st.step);
   double v[4] = {std::isfinite(st.last.loss) ? st.last.loss * st.last.samples : 0.0,
@@ -46,7 +47,7 @@ bool record_step(TimingLog& tlog, const RunState& st, const PhaseTimes& times, i
                         ? double(st.samples_kept - kept_before) / double(st.samples_seen - seen_before)
                         : 1.0;
   m.images_per_second = wall > 0 ? double(st.samples_trained - trained_before) / wall : 0.0;
-  tlog.record(times.step, wall, m);
+  tlog.record(times.step, wall, m, st.input_bytes - bytes_before);
   return v[2] > 0;
 }
 
@@ -171,7 +172,7 @@ int train_main(const Config& cfg, const std::string& origin) {
       times.next_step();
       const auto t_step = Clock::now();
       const int64_t seen_before = st.samples_seen, trained_before = st.samples_trained,
-                    kept_before = st.samples_kept;
+                    kept_before = st.samples_kept, bytes_before = st.input_bytes;
       outcome = engine.run();
       if (outcome == StepOutcome::EpochEnded) {
         profiler.after_step(false, false);
@@ -186,7 +187,7 @@ int train_main(const Config& cfg, const std::string& origin) {
           (cfg.checkpoint_every_steps > 0 && st.step % cfg.checkpoint_every_steps == 0))
         engine.settle();
       const bool preempt = record_step(tlog, st, times, epoch, seconds_since(t_step), seen_before,
-                                       trained_before, kept_before);
+                                       trained_before, kept_before, bytes_before);
       // The profile goes on while the next step is one of this epoch's and this run's.
       profiler.after_step(true, outcome == StepOutcome::Trained && st.data_batch < plan.steps_per_epoch &&
                                     st.step < plan.total_steps && !preempt);

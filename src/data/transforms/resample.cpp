@@ -13,17 +13,34 @@ namespace vitkd {
 
 namespace {
 
+// What the kernel stores for a view pixel of value `px` (0..255, fractional
+// where resampled) in a channel of scale `k` and shift `d`: the normalized
+// value px * k + d (float), or px rounded half up to the nearest grey level
+// (uint8, normalized later by normalization_table()).
+template <typename Out>
+KOKKOS_INLINE_FUNCTION Out pixel_out(float px, float k, float d);
+template <>
+KOKKOS_INLINE_FUNCTION float pixel_out<float>(float px, float k, float d) {
+  return px * k + d;
+}
+template <>
+KOKKOS_INLINE_FUNCTION uint8_t pixel_out<uint8_t>(float px, float, float) {
+  const float r = px + 0.5f;
+  return static_cast<uint8_t>(r < 0.f ? 0.f : (r > 255.f ? 255.f : r));
+}
+
 // One view resampled from its sample's pixels `img` [H, W, C] (W = `w`)
-// into `out` [C, OH, OW], normalized, through the taps of its rows (`ty0`,
+// into `out` [C, OH, OW] (pixel_out()), through the taps of its rows (`ty0`,
 // `ty1`, weight `tly` on ty1; OH of each) and columns (`tx0`, `tx1`, `tlx`;
 // OW of each). Separable: every source row the view reads resampled along x
 // once (the inner sums of render_views' value()), then pairs of such rows
 // blended along y over contiguous memory. The same operations in the same
 // order as value(), so the same bits; the rows between the first and the
 // last that no output reads (a box taller than the output) are skipped.
+template <typename Out>
 void render_separable(const uint8_t* img, int64_t w, int64_t c, const int32_t* ty0, const int32_t* ty1,
                       const float* tly, int64_t oh, const int32_t* tx0, const int32_t* tx1, const float* tlx,
-                      int64_t ow, const float* scale, const float* shift, float* out) {
+                      int64_t ow, const float* scale, const float* shift, Out* out) {
   const int64_t first = ty0[0], rows = ty1[oh - 1] - first + 1, stride = c * ow;
   thread_local std::vector<float> across;  // [rows, C, OW]: per thread, reused
   thread_local std::vector<uint8_t> used;
@@ -47,22 +64,22 @@ void render_separable(const uint8_t* img, int64_t w, int64_t c, const int32_t* t
       const float* top = across.data() + (ty0[y] - first) * stride + ch * ow;
       const float* bottom = across.data() + (ty1[y] - first) * stride + ch * ow;
       const float k = scale[ch], d = shift[ch];
-      float* o = out + (ch * oh + y) * ow;
-      for (int64_t x = 0; x < ow; ++x) o[x] = (l0y * top[x] + l1y * bottom[x]) * k + d;
+      Out* o = out + (ch * oh + y) * ow;
+      for (int64_t x = 0; x < ow; ++x) o[x] = pixel_out<Out>(l0y * top[x] + l1y * bottom[x], k, d);
     }
   }
 }
 
-}  // namespace
-
-void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t c, const std::vector<double>& mean,
-                  const std::vector<double>& std, int64_t s, float* out) {
+// render_views() into float (normalized) or uint8 (grey levels) outputs.
+template <typename Out>
+void render_views_as(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t c,
+                     const std::vector<double>& mean, const std::vector<double>& std, int64_t s, Out* out) {
   using Host = Kokkos::DefaultHostExecutionSpace;
   using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
   // Output rows x columns: S x S, or the stored size when s = 0.
   const int64_t oh = s > 0 ? s : h, ow = s > 0 ? s : w;
   Kokkos::View<const uint8_t****, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged> src(p.pixels, n, h, w, c);
-  Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged> dst(out, n, c, oh, ow);
+  Kokkos::View<Out****, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged> dst(out, n, c, oh, ow);
   const ViewParams* views = p.views;
   // Per-channel scale and shift: (p/255 - mean) / std = p * scale + shift.
   Kokkos::View<float*, Kokkos::HostSpace> scale("Data::scale", c), shift("Data::shift", c);
@@ -100,7 +117,7 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
         const ViewParams v = views[b];
         const bool copy = v.height == oh && v.width == ow;
         const bool mirror = v.flip != 0;
-        // The view's pixel at view row y, column x, channel ch, normalized.
+        // The view's pixel at view row y, column x, channel ch (pixel_out()).
         auto value = [&](int64_t y, int64_t x, int64_t ch) {
           float px;
           if (copy) {  // a box of the output's size: a shifted copy, zero outside the image
@@ -112,7 +129,7 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
             px = l0y * (l0x * float(src(b, r0, c0, ch)) + l1x * float(src(b, r0, c1, ch))) +
                  l1y * (l0x * float(src(b, r1, c0, ch)) + l1x * float(src(b, r1, c1, ch)));
           }
-          return px * scale(ch) + shift(ch);
+          return pixel_out<Out>(px, scale(ch), shift(ch));
         };
         if (!(pass.geometric && pass.geometric[b])) {
           // The common view, with the taps hoisted out of the inner loops (the
@@ -141,7 +158,7 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
             const bool inside = xs >= 0.f && xs < float(ow) && ys >= 0.f && ys < float(oh);
             if (!inside || copy) {
               for (int64_t ch = 0; ch < c; ++ch)
-                dst(b, ch, y, x) = inside ? value(int64_t(ys), int64_t(xs), ch) : shift(ch);
+                dst(b, ch, y, x) = inside ? value(int64_t(ys), int64_t(xs), ch) : pixel_out<Out>(0.f, scale(ch), shift(ch));
               continue;
             }
             // value() with its taps read once for all channels (the same bits).
@@ -151,7 +168,7 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
             for (int64_t ch = 0; ch < c; ++ch) {
               const float px = l0y * (l0x * float(src(b, r0, c0, ch)) + l1x * float(src(b, r0, c1, ch))) +
                                l1y * (l0x * float(src(b, r1, c0, ch)) + l1x * float(src(b, r1, c1, ch)));
-              dst(b, ch, y, x) = px * scale(ch) + shift(ch);
+              dst(b, ch, y, x) = pixel_out<Out>(px, scale(ch), shift(ch));
             }
           }
       };
@@ -163,6 +180,35 @@ void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t 
 #endif
   Kokkos::parallel_for("Data::normalize_augment", Kokkos::RangePolicy<Host>(0, n), body);
   Kokkos::fence();
+}
+
+}  // namespace
+
+void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t c, const std::vector<double>& mean,
+                  const std::vector<double>& std, int64_t s, float* out) {
+  render_views_as(p, n, h, w, c, mean, std, s, out);
+}
+
+void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t c, int64_t s, uint8_t* out) {
+  const std::vector<double> unused_mean(static_cast<size_t>(c), 0.0), unused_std(static_cast<size_t>(c), 1.0);
+  render_views_as(p, n, h, w, c, unused_mean, unused_std, s, out);
+}
+
+std::vector<float> normalization_table(int64_t c, const std::vector<double>& mean, const std::vector<double>& std) {
+  // Grey level g in column g of a 1 x 256 image of c channels, rendered as a
+  // view of its own size (the kernel's copy path): the table holds exactly
+  // the values render_views() writes for whole grey levels.
+  std::vector<uint8_t> levels(static_cast<size_t>(256 * c));
+  for (int64_t g = 0; g < 256; ++g)
+    for (int64_t ch = 0; ch < c; ++ch) levels[g * c + ch] = static_cast<uint8_t>(g);
+  const ViewParams whole{0, 0, 1, 256, 0};
+  RenderPass p;
+  p.pixels = levels.data();
+  p.views = &whole;
+  p.serial = true;
+  std::vector<float> table(static_cast<size_t>(c * 256));
+  render_views(p, 1, 1, 256, c, mean, std, 0, table.data());
+  return table;
 }
 
 bool transforms_can_run_on_loader_threads() {

@@ -135,6 +135,27 @@ void transform_batch(const ImageBatch& b, const AugmentSpec& aug, const std::vec
   }
 }
 
+bool transform_ends_in_grey_levels(const AugmentSpec& aug) {
+  return !aug.policy() && !aug.erasing() && !aug.mixing();
+}
+
+void transform_batch(const ImageBatch& b, const AugmentSpec& aug, const ViewParams* views, uint8_t* x) {
+  if (!transform_ends_in_grey_levels(aug))
+    throw RuntimeError("transform_batch: the policy, erasing and mixing work on normalized values, not grey levels");
+  if (b.n == 0) return;
+  std::vector<ViewParams> own;
+  if (!views) {
+    own.resize(static_cast<size_t>(b.n));
+    view_params(aug, b.epoch, b.indices, b.n, b.h, b.w, own.data());
+    views = own.data();
+  }
+  RenderPass pass;
+  pass.serial = b.serial;
+  pass.pixels = b.pixels;
+  pass.views = views;
+  render_views(pass, b.n, b.h, b.w, b.c, aug.out, x);
+}
+
 void normalize_augment(const uint8_t* pixels, const int64_t* indices, int64_t n, int64_t h,
                        int64_t w, int64_t c, const std::vector<double>& mean,
                        const std::vector<double>& std, const AugmentSpec& aug, int64_t epoch,

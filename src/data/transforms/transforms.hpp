@@ -287,6 +287,25 @@ bool transforms_can_run_on_loader_threads();
 void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t c, const std::vector<double>& mean,
                   const std::vector<double>& std, int64_t s, float* out);
 
+/// render_views() without normalizing: each output pixel the view's grey
+/// level, rounded half up where the view is resampled (a copy, mirror or
+/// zero padding is exact), into `out` [n, C, s, s] (the stored size when
+/// s = 0). normalization_table() then gives the values render_views() writes:
+/// exactly where the view is a copy, within half a grey level where resampled.
+void render_views(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64_t c, int64_t s, uint8_t* out);
+/// The normalized value of grey level g in channel ch, table[ch * 256 + g]
+/// [C, 256]: made by render_views() itself, so the same bits as its copy path.
+std::vector<float> normalization_table(int64_t c, const std::vector<double>& mean, const std::vector<double>& std);
+
+/// Whether a training transform can end in grey levels (data.transfer =
+/// "uint8"): every step after the crop, resample and flip works on normalized
+/// values (the policy's colour ops, erasing's noise, mixing's blends), so
+/// none of them may be on.
+bool transform_ends_in_grey_levels(const AugmentSpec& aug);
+/// transform_batch() for such a transform: each sample's view (from `views`
+/// when given, else view_params()) as grey levels into `x` [n, C, S, S].
+void transform_batch(const ImageBatch& b, const AugmentSpec& aug, const ViewParams* views, uint8_t* x);
+
 /// The erased boxes `boxes` [n] of the views `out` [n, C, s, s] filled with
 /// erase_noise(noise_key, indices[b], ...).
 void apply_erasing(const EraseBox* boxes, const int64_t* indices, uint64_t noise_key, int64_t n, int64_t c, int64_t s,
