@@ -24,6 +24,10 @@
 #                                  resampled (the random-resized crop: the same first-step loss
 #                                  within 1e-3); timing.h5's /input_bytes a quarter of the input's
 #                                  bytes; with mixing, "uint8" is one line
+#   recipes_run_as_shipped         inputs/photos-distill.toml and photos-student-alone.toml, two
+#                                  steps each at 224x224 with only the data, teacher, classes,
+#                                  batch and evaluation split set: a ViT-S/16 (timm's 22 M
+#                                  parameters at 1000 classes; here 4) with DeiT's transforms
 #   evaluation_is_the_centre_crop  `vitkd export` at 224 from a 256 store; the teacher learnt
 #                                  the photos (test top-1 >= 0.9), and its test top-1 is the
 #                                  PyTorch model's (the exported vitkd_model.py) on the centred
@@ -32,7 +36,8 @@
 #   e2e_photos.sh --list | CASE NP ROOT    (tests/lib/common.sh)
 source "$(dirname "$0")/lib/common.sh"
 CASES=(setup cached_views_equal_live:setup ranks_train_on_the_same_views:setup resume_is_bit_exact:setup
-       evaluation_is_the_centre_crop:setup loader_threads_train_alike:setup grey_levels_train_as_floats:setup)
+       evaluation_is_the_centre_crop:setup loader_threads_train_alike:setup grey_levels_train_as_floats:setup
+       recipes_run_as_shipped:setup)
 
 SETUP=${3-}/setup
 export MPI_TIMEOUT=300
@@ -197,6 +202,31 @@ for run, side in (("f32", 256), ("rf32", 224), ("u8", 256), ("ru8", 224)):
 PY
   photo_config mix.toml "$NP" "${ALL[@]}" 'data.transfer="uint8"' 'run.out_dir="mix"'
   LOG=mix.log expect_error 2 'data.transfer = "uint8" sends grey levels' vk "$NP" train mix.toml
+}
+
+case_recipes_run_as_shipped() {
+  local S=(--set "data.path=\"$SETUP/photos.h5\"" --set model.classes=4 --set data.batch_size=4
+           --set train.max_steps=2 --set data.eval_split=test --set checkpoint.every_steps=0)
+  LOG=distill.log expect 0 vk "$NP" train "$SRC/inputs/photos-distill.toml" "${S[@]}" --set 'run.out_dir="distill"' \
+    --set "teacher.checkpoint=\"$SETUP/teacher/checkpoint.h5\""
+  LOG=alone.log expect 0 vk "$NP" train "$SRC/inputs/photos-student-alone.toml" "${S[@]}" \
+    --set 'run.out_dir="alone"'
+  for log in distill.log alone.log; do
+    grep -q 'views: data.augment = true, data.crop = "random_resized", data.crop_scale = \[0.08, 1\], .*data.policy = "trivial_augment", data.random_erase = 0.25, data.mixup = 0.8, data.cutmix = 1' $log ||
+      { grep views: $log; fail "$log: the recipe's views are not DeiT's"; }
+  done
+  "$PYTHON" - <<'PY'
+import json
+d, a = (json.load(open(f"{r}/result.json")) for r in ("distill", "alone"))
+# timm's counts at 1000 classes: vit_small_patch16_224 22,050,664 and
+# deit_small_distilled_patch16_224 22,436,432 (the token, its position, a second
+# head); at 4 classes each head has 996 x (384 + 1) entries fewer.
+assert a["parameters"] == 22050664 - 996 * 385, a["parameters"]
+assert d["parameters"] == 22436432 - 2 * 996 * 385, d["parameters"]
+assert d["mode"] == "distill" and a["mode"] == "teacher", (d["mode"], a["mode"])
+assert d["steps"] == a["steps"] == 2, (d["steps"], a["steps"])
+print(f"OK: the recipes train ViT-S/16 at 224: {d['parameters']:,} and {a['parameters']:,} parameters")
+PY
 }
 
 case_evaluation_is_the_centre_crop() {

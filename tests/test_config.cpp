@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <algorithm>
 #include <map>
 
@@ -233,6 +235,58 @@ TEST(ModelPreset, KeysSetBesideThePresetOverrideIt) {
   EXPECT_EQ(config_to_toml(back), config_to_toml(c));
   // No preset: the table's defaults, as before.
   EXPECT_EQ(parse_config("", "t.toml").model_dim, 192);
+}
+
+// timm's shapes themselves (timm's vision_transformer.py: embed_dim, depth,
+// num_heads of vit_tiny/small/base/large_patch16_224): the head count does not
+// change the parameter count, so it is checked here.
+TEST(ModelPreset, PresetsHaveTimmsShapes) {
+  const std::map<std::string, std::array<int64_t, 3>> timm = {
+      {"vit_ti16", {192, 12, 3}}, {"vit_s16", {384, 12, 6}}, {"vit_b16", {768, 12, 12}}, {"vit_l16", {1024, 24, 16}}};
+  ASSERT_EQ(model_presets().size(), timm.size());
+  for (const ModelPreset& p : model_presets()) {
+    const Config c = parse_config("[model]\npreset = \"" + std::string(p.name) + "\"\n", "t.toml");
+    EXPECT_EQ((std::array<int64_t, 3>{c.model_dim, c.model_depth, c.model_heads}), timm.at(p.name)) << p.name;
+  }
+}
+
+// The sources in order, file < command line; within one source a shape key
+// beats the preset. The echo's "model keys" line says where keys came from.
+TEST(ModelPreset, APresetOnTheCommandLineBeatsTheFilesShape) {
+  const std::string file = "[model]\nimage_size = 28\nchannels = 1\npatch = 4\ndim = 192\ndepth = 6\nheads = 3\n";
+  // The command line's preset over the file's shape: vit_s16 whole.
+  Config c = parse_config(file, "f.toml", {"model.preset=vit_s16", "model.classes=1000"});
+  EXPECT_EQ(spec_from_config(c).parameter_count(), 22050664);
+  EXPECT_EQ((std::array<int64_t, 6>{c.model_image_size, c.model_channels, c.model_patch, c.model_dim, c.model_depth,
+                                    c.model_heads}),
+            (std::array<int64_t, 6>{224, 3, 16, 384, 12, 6}));
+  EXPECT_NE(c.model_sources.find("model.preset \"vit_s16\" (command line) over f.toml's image_size, channels, "
+                                 "patch, dim, depth, heads"),
+            std::string::npos)
+      << c.model_sources;
+  // A shape key on the command line beats the preset there.
+  c = parse_config(file, "f.toml", {"model.preset=vit_s16", "model.depth=4"});
+  EXPECT_EQ(c.model_depth, 4);
+  EXPECT_EQ(c.model_dim, 384);
+  EXPECT_NE(c.model_sources.find("depth from the command line"), std::string::npos) << c.model_sources;
+  // The file's preset under the command line's key.
+  c = parse_config("[model]\npreset = \"vit_b16\"\n", "f.toml", {"model.heads=16"});
+  EXPECT_EQ(c.model_heads, 16);
+  EXPECT_EQ(c.model_dim, 768);
+  // The file's preset and the file's key: the key.
+  c = parse_config("[model]\npreset = \"vit_b16\"\ndepth = 6\n", "f.toml");
+  EXPECT_EQ(c.model_depth, 6);
+  EXPECT_NE(c.model_sources.find("depth from f.toml"), std::string::npos) << c.model_sources;
+  // One source alone: nothing to say.
+  EXPECT_EQ(parse_config("[model]\npreset = \"vit_b16\"\n", "f.toml").model_sources, "");
+  EXPECT_EQ(parse_config(file, "f.toml", {"model.depth=2"}).model_sources, "");
+  // The echo parses back to the same model (it names every key in one source).
+  const Config back = parse_config(config_to_toml(c), "echo.toml");
+  EXPECT_EQ(config_to_toml(back), config_to_toml(c));
+  // A preset and a key on the command line that do not fit: one line.
+  const std::string e = error_of(file, {"model.preset=vit_s16", "model.heads=5"});
+  EXPECT_NE(e.find("model.heads"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
 }
 
 TEST(ModelPreset, BadPresetsAreOneLine) {

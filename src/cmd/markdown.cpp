@@ -7,6 +7,8 @@
 
 #include "cmd/args.hpp"
 #include "config/config.hpp"
+#include "model/vit.hpp"
+#include "train/setup.hpp"
 
 namespace vitkd {
 namespace cli {
@@ -44,6 +46,20 @@ std::string keys_markdown() {
       s += "\n## [" + sec + "]\n\n| key | type | default | meaning |\n|---|---|---|---|\n";
     }
     s += "| `" + k.name + "` | " + k.type + " | " + cell(code(k.def)) + " | " + cell(k.help) + " |\n";
+  }
+  s += "\n## Model presets\n\n"
+       "`model.preset` writes one of timm's ViT shapes into the model keys: patch 16 at 224x224x3, MLP ratio 4,\n"
+       "QKV biases, LayerNorm eps 1e-6; `model.classes` stays yours. The sources go in order, the file then\n"
+       "the command line: a preset named with `--set` replaces the file's shape keys, and within one source a\n"
+       "shape key set beside the preset wins (e.g. `model.depth = 6`). The start-up line `model keys:` says\n"
+       "which keys came from where when sources mix.\n\n"
+       "| `model.preset` | timm model | dim | depth | heads | parameters at 1000 classes |\n|---|---|---|---|---|---|\n";
+  for (const ModelPreset& p : model_presets()) {
+    const Config c = parse_config(std::string("[model]\npreset = \"") + p.name + "\"\nclasses = 1000\n", "preset");
+    std::string n = std::to_string(spec_from_config(c).parameter_count());
+    for (int i = static_cast<int>(n.size()) - 3; i > 0; i -= 3) n.insert(static_cast<size_t>(i), ",");
+    s += "| `\"" + std::string(p.name) + "\"` | `" + p.timm + "` | " + std::to_string(c.model_dim) + " | " +
+         std::to_string(c.model_depth) + " | " + std::to_string(c.model_heads) + " | " + n + " |\n";
   }
   return s;
 }

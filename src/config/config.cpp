@@ -198,11 +198,17 @@ const std::vector<ModelPreset>& model_presets() {
 
 namespace {
 
-// Writes model.preset's shape into the model keys `tbl` leaves unset (a
-// model.preset that is not a string is left to the type check).
-void apply_model_preset(toml::table& tbl, const std::string& origin) {
+// The configuration's sources in order, the file and then the command line
+// (`on_command_line`: the model keys --set names): a later source beats an
+// earlier one, and within one source a shape key beats the preset. So
+// model.preset writes its shape into the model keys the file leaves unset,
+// or, named on the command line, into every model key the command line does
+// not set. Returns which model keys came from where when sources mix ("" when
+// they do not). A model.preset that is not a string is left to the type check.
+std::string apply_model_preset(toml::table& tbl, const std::string& origin,
+                               const std::set<std::string>& on_command_line) {
   const auto* name = tbl.at_path("model.preset").as_string();
-  if (!name || name->get().empty()) return;
+  if (!name || name->get().empty()) return "";
   const auto& all = model_presets();
   const auto it = std::find_if(all.begin(), all.end(), [&](const ModelPreset& p) { return name->get() == p.name; });
   if (it == all.end()) {
@@ -216,8 +222,19 @@ void apply_model_preset(toml::table& tbl, const std::string& origin) {
                     " (or \"\")" + did_you_mean(name->get(), names));
   }
   auto* model = tbl["model"].as_table();
+  const bool preset_on_command_line = on_command_line.count("preset") > 0;
+  std::vector<std::string> from_file, from_command_line, over_file;
   auto fill = [&](const char* key, auto value) {
-    if (!model->contains(key)) model->insert(key, value);
+    if (on_command_line.count(key)) {
+      from_command_line.emplace_back(key);
+    } else if (!model->contains(key)) {
+      model->insert(key, value);
+    } else if (preset_on_command_line) {
+      model->insert_or_assign(key, value);
+      over_file.emplace_back(key);
+    } else {
+      from_file.emplace_back(key);
+    }
   };
   fill("image_size", int64_t{224});
   fill("channels", int64_t{3});
@@ -227,6 +244,16 @@ void apply_model_preset(toml::table& tbl, const std::string& origin) {
   fill("heads", it->heads);
   fill("mlp_ratio", 4.0);
   fill("norm_eps", 1e-6);
+  auto joined = [](const std::vector<std::string>& keys) {
+    std::string s;
+    for (const auto& k : keys) s += (s.empty() ? "" : ", ") + k;
+    return s;
+  };
+  std::string what = "model.preset \"" + name->get() + "\" (" + (preset_on_command_line ? "command line" : origin) + ")";
+  if (!over_file.empty()) what += " over " + origin + "'s " + joined(over_file);
+  if (!from_file.empty()) what += "; " + joined(from_file) + " from " + origin;
+  if (!from_command_line.empty()) what += "; " + joined(from_command_line) + " from the command line";
+  return over_file.empty() && from_file.empty() && from_command_line.empty() ? "" : what;
 }
 
 }  // namespace
@@ -244,6 +271,7 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
   }
 
   // Apply overrides into the table first, so that one code path checks them.
+  std::set<std::string> model_on_command_line;  // model keys --set names (apply_model_preset)
   for (const auto& ov : overrides) {
     auto eq = ov.find('=');
     auto dot = ov.find('.');
@@ -267,6 +295,7 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
       throw UserError("--set '" + ov + "': '" + section + "' is not a section" +
                       did_you_mean(section + "." + key, all_names()));
     sec->insert_or_assign(key, *parsed["v"].node());
+    if (section == "model") model_on_command_line.insert(key);
   }
 
   // Unknown sections and keys are fatal.
@@ -295,8 +324,9 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     }
   }
 
-  apply_model_preset(tbl, origin);
+  const std::string model_sources = apply_model_preset(tbl, origin, model_on_command_line);
   Config cfg;
+  cfg.model_sources = model_sources;
   visit(cfg, [&](const char* s, const char* k, auto& field) {
     const toml::node* n = tbl.at_path(std::string(s) + "." + k).node();
     if (!n) return;

@@ -48,7 +48,7 @@ struct PathList {
   X(data, eval_split, std::string, "test", "the split every evaluation during training reads: \"test\" or \"val\" (the validation split of `vitkd prepare --val-fraction`; then the final model also reads the test split once: result.json test_top1, test_predictions.json)") \
   X(data, io, std::string, "serial",                                                         \
     "sample reads: \"serial\" (each rank opens the file; a thread reads ahead) or \"mpio\" (one collective MPI-IO open; reads on demand)") \
-  X(model, preset, std::string, "", "\"\" or one of timm's ViT shapes: \"vit_ti16\", \"vit_s16\", \"vit_b16\", \"vit_l16\" (patch 16 at 224x224x3, MLP ratio 4, LayerNorm eps 1e-6; model keys set beside it override; docs/training.md)") \
+  X(model, preset, std::string, "", "\"\" or one of timm's ViT shapes: \"vit_ti16\", \"vit_s16\", \"vit_b16\", \"vit_l16\" (patch 16 at 224x224x3, MLP ratio 4, LayerNorm eps 1e-6); a model key set beside it in the same source wins, and a preset set on the command line replaces the file's model keys (docs/configuration.md, Model presets)") \
   X(model, image_size, int64_t, 28, "input height and width in pixels")                    \
   X(model, channels, int64_t, 1, "input channels")                                         \
   X(model, patch, int64_t, 4, "patch size in pixels; must divide image_size")              \
@@ -121,6 +121,9 @@ struct PathList {
 /// The whole configuration as typed fields named `<section>_<key>`.
 struct Config {
   VITKD_CONFIG_TABLE(VITKD_CFG_FIELD)
+  /// Not a key: where the model keys came from when model.preset and keys
+  /// set beside it mix sources (parse_config; "" otherwise), for the echo.
+  std::string model_sources;
 };
 #undef VITKD_CFG_FIELD
 

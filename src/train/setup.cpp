@@ -137,6 +137,7 @@ void echo_model(const Config& cfg, const TrainSetup& s) {
   const MemoryFootprint mem = s.opt->memory();
   const Shard& shard = s.opt->shard();
   log0("%s: %s\n", s.plan.distilling() ? "student" : "model", s.spec.describe().c_str());
+  if (!cfg.model_sources.empty()) log0("model keys: %s\n", cfg.model_sources.c_str());
   log0("attention: %s; stochastic depth: ",
        describe(attention_runs(s.plan.attention, s.plan.device.is_cuda(), s.plan.bf16)).c_str());
   if (s.plan.drop_path.enabled())
