@@ -193,6 +193,15 @@ TEST(Config, TeacherCheckpointIsOnePathOrAList) {
   }
 }
 
+// A lowered optim.lr below the default min_lr: the line names both values and the fix.
+TEST(Config, MinLrAboveALoweredLrNamesBoth) {
+  const std::string e = error_of("", {"optim.lr=1e-12"});
+  EXPECT_NE(e.find("optim.min_lr"), std::string::npos) << e;
+  EXPECT_NE(e.find("optim.lr is 1e-12"), std::string::npos) << e;
+  EXPECT_NE(e.find("optim.min_lr = 0"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 // ---- model.preset: timm's ViT shapes -------------------------------------------
 
 TEST(ModelPreset, PresetsHaveTimmsParameterCounts) {

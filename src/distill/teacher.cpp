@@ -110,6 +110,8 @@ class CheckpointTeacher : public Teacher {
   int64_t parameters() const override { return info_.spec.parameter_count(); }
   double forward_flops() const override { return info_.spec.forward_flops(); }
   std::string describe() const override {
+    // An imported checkpoint (analysis/vitkd_import.py) was never evaluated by vitkd.
+    if (info_.test_top1 < 0) return info_.spec.describe() + " from " + path_ + " (not evaluated by vitkd)";
     char b[64];
     std::snprintf(b, sizeof b, "%.4f", info_.test_top1);
     return info_.spec.describe() + " from " + path_ + " (test top-1 " + b + ")";

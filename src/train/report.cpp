@@ -30,9 +30,13 @@ void log_progress(const TrainPlan& plan, RunState& st, int64_t epoch, int64_t se
                                         std::max(1.0, plan.total_samples - seen_at_start));
   const double eta = done > 0 ? elapsed * (1.0 - done) / done : 0.0;
   const int64_t tf = allreduce_sum(st.teacher_forwards);
+  // The epochs this run reaches: train.epochs, or fewer where train.max_steps stops it.
+  const int64_t epochs = plan.steps_per_epoch > 0
+                             ? std::min(plan.epochs, (plan.total_steps + plan.steps_per_epoch - 1) / plan.steps_per_epoch)
+                             : plan.epochs;
   log0("step %lld/%lld | epoch %lld/%lld | loss %.4f | lr %.2e | seen %lld | trained %lld | kept %.2f | "
        "teacher fwd %lld | %.0f img/s | ETA %s\n",
-       (long long)st.step, (long long)plan.total_steps, (long long)epoch + 1, (long long)plan.epochs,
+       (long long)st.step, (long long)plan.total_steps, (long long)epoch + 1, (long long)std::max(epochs, epoch + 1),
        st.logged_loss, st.last.lr, (long long)st.samples_seen, (long long)st.samples_trained,
        win.seen ? double(win.kept) / win.seen : 0.0, (long long)tf, ips, fmt_duration(eta).c_str());
   win.reset();
