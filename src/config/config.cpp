@@ -487,8 +487,7 @@ void validate_config(const Config& c, const std::string& origin) {
   if (!(c.optim_lr > 0)) bad("optim.lr", "must be > 0");
   if (!(c.optim_weight_decay >= 0)) bad("optim.weight_decay", "must be >= 0");
   if (c.optim_warmup_steps < 0) bad("optim.warmup_steps", "must be >= 0");
-  if (!(c.optim_min_lr >= 0 && c.optim_min_lr <= c.optim_lr))
-  {
+  if (!(c.optim_min_lr >= 0 && c.optim_min_lr <= c.optim_lr)) {
     char v[96];
     std::snprintf(v, sizeof v, "but it is %g and optim.lr is %g", c.optim_min_lr, c.optim_lr);
     bad("optim.min_lr", "must be in [0, optim.lr], " + std::string(v) +
