@@ -134,6 +134,13 @@ def build_spec(args, state):
             spec[name] = KEYS[name](val)
         except ValueError:
             raise UserError(f"--set {kv!r}: {val!r} is not {'an integer' if KEYS[name] is int else 'a number'}")
+    # Another kind of model first (a ResNet, a ConvNeXt...): none of a ViT's
+    # patch embedding and transformer blocks.
+    if "patch_embed.proj.weight" not in state and not any(k.startswith("blocks.") for k in state):
+        first = ", ".join(sorted(state)[:3])
+        raise UserError(f"{args.file}: not a ViT: no patch_embed.proj.weight and no blocks.* tensors (it holds "
+                        f"{first}, ...); import a timm ViT (vit_*_patch16_*, deit_*_patch16_*), or use another "
+                        "kind of teacher through teacher.torchscript")
     if spec["classes"] is None:
         head = state.get("head.weight")
         if head is None or head.dim() != 2:

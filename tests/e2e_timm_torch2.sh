@@ -18,7 +18,7 @@
 #       the largest |logit|), as does the torch.export program; twice: a plain
 #       ViT, and one with the distillation token, LayerNorm eps 1e-5 and an MLP
 #       width that rounds (mlp_ratio 2.3).
-#   import_bad_input_one_line   files whose tensors do not fit the preset and
+#   import_bad_input_one_line   a ResNet ("not a ViT"), files whose tensors do not fit the preset and
 #       keys, and files that are not state dicts: exit 2, one line naming the
 #       first mismatching tensor and both shapes (or what the file is), nothing written.
 #   e2e_timm_torch2.sh CASE WORKDIR   (env: VITKD, SRC, VITKD_TORCH2_PYTHON, MPIEXEC...)
@@ -223,6 +223,8 @@ case_import_bad_input_one_line() {
   refused "list.pth" "holds a list, not a state dict" -- list.pth --preset vit_ti16
   refused "entry 'epoch' (int) is not a tensor" -- mixed.pth --preset vit_ti16
   refused "vit_x" "vit_ti16, vit_s16" -- t.pth --preset vit_x
+  make_timm resnet18 r.safetensors num_classes=10
+  refused "r.safetensors: not a ViT" "teacher.torchscript" -- r.safetensors --preset vit_ti16
 }
 
 case "$case" in
