@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 
 import h5py
 import torch
@@ -132,10 +133,20 @@ def check_same(other, model, x, said, differs):
 
 
 def save_torchscript(model, path, x):
-    """torch.jit.script + save; reloads the file and checks it on x."""
-    scripted = torch.jit.script(model)
-    torch.jit.save(scripted, path)
-    return check_same(torch.jit.load(path), model, x, f"wrote {path} (TorchScript); reloaded vs eager",
+    """torch.jit.script + save; reloads the file and checks it on x. Newer
+    PyTorch deprecates TorchScript: its warnings become one line here."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scripted = torch.jit.script(model)
+        torch.jit.save(scripted, path)
+        loaded = torch.jit.load(path)
+    if any(issubclass(w.category, (DeprecationWarning, FutureWarning)) for w in caught):
+        print(f"vitkd_export: note: PyTorch {torch.__version__} deprecates TorchScript; --torch-export FILE.pt2 "
+              "writes its successor, and --timm / --timm-dir a timm model")
+    for w in caught:
+        if not issubclass(w.category, (DeprecationWarning, FutureWarning)):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return check_same(loaded, model, x, f"wrote {path} (TorchScript); reloaded vs eager",
                       f"{path}: the reloaded TorchScript module differs from the model")
 
 
@@ -144,6 +155,22 @@ def spec_of_meta(meta):
     spec["dist_token"] = bool(meta["dist_token"])
     spec["norm_eps"] = float(meta.get("norm_eps", 1e-6))
     return spec
+
+
+def pretrained_cfg(meta, spec):
+    """timm's pretrained_cfg of the exported model: its input, normalisation,
+    evaluation view (bilinear resize to image_size / crop_pct, centre crop)
+    and class names, so that timm.data.resolve_data_config(model=m) gives the
+    transform the model was trained for."""
+    s, c = int(spec["image_size"]), int(spec["channels"])
+    cfg = {"input_size": [c, s, s], "interpolation": meta.get("interpolation", "bilinear"),
+           "crop_pct": float(meta.get("crop_pct", 0.875)), "crop_mode": "center",
+           "num_classes": int(spec["classes"])}
+    if meta.get("mean") and meta.get("std"):
+        cfg["mean"], cfg["std"] = list(meta["mean"]), list(meta["std"])
+    if meta.get("class_names"):
+        cfg["label_names"] = list(meta["class_names"])
+    return cfg
 
 
 def save_timm(model, meta, path, x):
@@ -159,7 +186,8 @@ def save_timm(model, meta, path, x):
     plain = {k: v for k, v in kwargs.items() if k != "norm_layer"}
     metadata = {"format": "pt", "timm_model": name, "timm_kwargs": json.dumps(plain),
                 "norm_eps": repr(spec["norm_eps"]), "vitkd_version": str(meta.get("vitkd_version", "")),
-                "source_checkpoint": str(meta.get("source_checkpoint", ""))}
+                "source_checkpoint": str(meta.get("source_checkpoint", "")),
+                "pretrained_cfg": json.dumps(pretrained_cfg(meta, spec))}
     tmp = path + ".tmp"
     save_file(vitkd_model.timm_state_dict(model), tmp, metadata=metadata)
     os.replace(tmp, path)
@@ -176,6 +204,49 @@ def save_timm(model, meta, path, x):
     tm.load_state_dict(load_file(path), strict=True)
     return check_same(tm, model, x, f"timm {timm.__version__} {name} with strict=True vs this model",
                       f"{path}: timm's model with these weights differs from the model")
+
+
+def save_timm_dir(model, meta, out_dir, x):
+    """A folder timm loads by itself: out_dir/model.safetensors and
+    out_dir/config.json (timm's hub layout: architecture, model_args,
+    pretrained_cfg), for timm.create_model("local-dir:" + out_dir,
+    pretrained=True); when timm is installed, loads it so and checks the
+    logits and resolve_data_config's transform."""
+    spec = spec_of_meta(meta)
+    name, kwargs = vitkd_model.timm_model_args(spec)
+    if "norm_layer" in kwargs:
+        raise ValueError(f"--timm-dir: model.norm_eps = {spec['norm_eps']} is not timm's 1e-6, and timm's "
+                         "config.json cannot name another LayerNorm; use --timm (its metadata names it)")
+    from safetensors.torch import save_file
+    os.makedirs(out_dir, exist_ok=True)
+    pcfg = pretrained_cfg(meta, spec)
+    config = {"architecture": name, "num_classes": int(spec["classes"]), "num_features": int(spec["dim"]),
+              "model_args": kwargs, "pretrained_cfg": pcfg}
+    if "label_names" in pcfg:
+        config["label_names"] = pcfg["label_names"]
+    weights = os.path.join(out_dir, "model.safetensors")
+    save_file(vitkd_model.timm_state_dict(model), weights + ".tmp", metadata={"format": "pt"})
+    os.replace(weights + ".tmp", weights)
+    with open(os.path.join(out_dir, "config.json") + ".tmp", "w") as f:
+        json.dump(config, f, indent=2)
+    os.replace(os.path.join(out_dir, "config.json") + ".tmp", os.path.join(out_dir, "config.json"))
+    print(f"vitkd_export: wrote {out_dir}/ (model.safetensors, config.json); load with: "
+          f"timm.create_model({'local-dir:' + out_dir!r}, pretrained=True)")
+    try:
+        import timm
+        import timm.data
+    except ImportError:
+        print("vitkd_export: timm is not installed here, so the folder was not checked")
+        return None
+    tm = timm.create_model("local-dir:" + out_dir, pretrained=True).eval()
+    dc = timm.data.resolve_data_config(model=tm)
+    want = {k: pcfg[k] for k in ("crop_pct", "interpolation", "mean", "std") if k in pcfg}
+    got = {k: (list(dc[k]) if isinstance(dc[k], tuple) else dc[k]) for k in want}
+    if any(abs(g - w) > 1e-9 for k in ("mean", "std") if k in want for g, w in zip(got[k], want[k])) or \
+            got.get("crop_pct") != want.get("crop_pct") or got.get("interpolation") != want.get("interpolation"):
+        raise ValueError(f"{out_dir}: timm's resolve_data_config gives {got}, the model was trained for {want}")
+    return check_same(tm, model, x, f"timm {timm.__version__} local-dir:{out_dir} (pretrained=True) vs this model; "
+                      f"resolve_data_config: {got}", f"{out_dir}: timm's model from the folder differs from the model")
 
 
 def save_torch_export(model, path, x):
@@ -198,6 +269,10 @@ def main(argv=None):
     ap.add_argument("--torchscript", help="output TorchScript file (default DIR/student.pt)")
     ap.add_argument("--timm", metavar="FILE.safetensors",
                     help="also write the weights as a timm state dict (safetensors)")
+    ap.add_argument("--timm-dir", metavar="DIR",
+                    help="also write a folder timm loads by itself: DIR/model.safetensors and DIR/config.json "
+                         "(timm.create_model('local-dir:DIR', pretrained=True), with the normalisation, "
+                         "evaluation crop and class names in its pretrained_cfg)")
     ap.add_argument("--torch-export", metavar="FILE.pt2", help="also write a torch.export program")
     a = ap.parse_args(argv)
     model, meta = load(a.dir)
@@ -206,6 +281,8 @@ def main(argv=None):
     save_torchscript(model, a.torchscript or os.path.join(a.dir, "student.pt"), x)
     if a.timm:
         save_timm(model, meta, a.timm, x)
+    if a.timm_dir:
+        save_timm_dir(model, meta, a.timm_dir, x)
     if a.torch_export:
         save_torch_export(model, a.torch_export, x)
     names = meta.get("class_names") or []

@@ -151,8 +151,11 @@ case_student_export_loads_into_timm() {
       "run.out_dir=\"run$i\"" ${shapes[i]}
     LOG=train$i.log expect 0 vk 2 train s$i.toml
     LOG=export$i.log expect 0 "$VITKD" export run$i/checkpoint.h5 --out exp$i --batch 5
-    (cd / && "$PY" "$work/exp$i/vitkd_export.py" "$work/exp$i" --timm "$work/exp$i/student.safetensors" \
-      --torch-export "$work/exp$i/student.pt2") > loader$i.log 2>&1 || { cat loader$i.log; fail "vitkd_export.py --timm"; }
+    local dir=()
+    [ $i = 0 ] && dir=(--timm-dir "$work/exp$i/timm")  # (the second's norm_eps is not timm's: --timm only)
+    (cd / && PYTHONWARNINGS=default "$PY" "$work/exp$i/vitkd_export.py" "$work/exp$i" --timm "$work/exp$i/student.safetensors" \
+      "${dir[@]}" --torch-export "$work/exp$i/student.pt2") > loader$i.log 2>&1 || { cat loader$i.log; fail "vitkd_export.py --timm"; }
+    if grep -qi "warning" loader$i.log; then cat loader$i.log; fail "vitkd_export.py printed a warning"; fi
     grep -q "vitkd_export: OK" loader$i.log || { cat loader$i.log; fail "the loader did not pass its own check"; }
     # As a user would: timm, the file and its metadata only.
     "$PY" - exp$i <<'PY'
@@ -181,6 +184,24 @@ print(f"{d}: timm {meta['timm_model']} {kw} strict load; vs vitkd's logits: timm
 assert sum(p.numel() for p in m.parameters()) == vitkd_n
 assert max(rel, rel_p, rel_b1) <= 1e-5, (rel, rel_p, rel_b1)
 assert hasattr(m, "dist_token") == ("distilled" in meta["timm_model"])
+# The transform timm resolves for the model is the one it was trained for
+# (the metadata's pretrained_cfg; the folder's, loaded by timm alone).
+cfg = json.loads(meta["pretrained_cfg"])
+with h5py.File("syn.h5", "r") as h:
+    mean, std = list(h.attrs["mean"]), list(h.attrs["std"])
+close = lambda a, b: len(a) == len(b) and all(abs(u - v) < 1e-8 for u, v in zip(a, b))  # model.json: 10 digits
+assert close(cfg["mean"], mean) and close(cfg["std"], std) and cfg["crop_pct"] == 0.875, cfg
+assert cfg["interpolation"] == "bilinear" and cfg["input_size"] == [3, 32, 32], cfg
+if d.endswith("0"):
+    import timm.data
+    t = timm.create_model(f"local-dir:{d}/timm", pretrained=True).eval()
+    dc = timm.data.resolve_data_config(model=t)
+    assert close(dc["mean"], mean) and close(dc["std"], std) and dc["crop_pct"] == 0.875, dc
+    assert dc["interpolation"] == "bilinear", dc
+    with torch.no_grad():
+        rel_d = ((t(x) - want).abs().max() / want.abs().max()).item()
+    assert rel_d <= 1e-5, rel_d
+    print(f"{d}/timm: local-dir load vs vitkd's logits {rel_d:.3e}; resolve_data_config {dc}")
 PY
   done
   grep -q "distilled" exp1/student.safetensors || fail "the second student is not timm's distilled ViT"

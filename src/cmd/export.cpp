@@ -77,6 +77,14 @@ int export_main(const std::vector<std::string>& args) {
   DatasetMeta meta;
   std::string note;
   const bool have_data = find_dataset(info, ckpt, data, meta, note);
+  // The evaluation view the model was trained for (data.crop_pct; timm's
+  // pretrained_cfg carries it to timm's transforms).
+  double crop_pct = 0.875;
+  try {
+    crop_pct = parse_config(info.config, ckpt + " (attribute /config)").data_crop_pct;
+  } catch (const UserError&) {
+    // an older or foreign configuration: the key's default
+  }
   if (have_data)
     // The model may read views cut from larger stored images (data/transforms).
     check_spec_fits_data(s, meta, "export: the model in " + ckpt, "",
@@ -154,6 +162,8 @@ int export_main(const std::vector<std::string>& args) {
           .set("mean", have_data ? meta.mean : std::vector<double>{})
           .set("std", have_data ? meta.std : std::vector<double>{})
           .set("class_names", have_data ? meta.class_names : std::vector<std::string>{})
+          .set("crop_pct", crop_pct)
+          .set("interpolation", "bilinear")
           .set("dataset", have_data ? meta.path : std::string())
           .set("source_checkpoint", ckpt)
           .set("step", info.step)
