@@ -337,7 +337,7 @@ case_view_cache_bad_input() {
   "$PYTHON" -c "import h5py; f = h5py.File('teacher3.h5', 'r+'); d = f['model/head.bias']; d[0] = d[0] + 1e-3; f.close()"
   refused teacher "teacher-view cache for another teacher model" --set distill.teacher_cache_file="$WORK/views.h5" \
     --set teacher.checkpoint="$WORK/teacher3.h5"
-  refused augment "teacher-view cache for another augmentation setting" \
+  refused augment "teacher-view cache for another augmentation setting (data.crop_pad = 2 in the cache, 1 here)" \
     --set distill.teacher_cache_file="$WORK/views.h5" --set data.crop_pad=1
   refused augment_off "teacher-view cache for another augmentation setting" \
     --set distill.teacher_cache_file="$WORK/views.h5" --set data.augment=false
@@ -349,6 +349,13 @@ case_view_cache_bad_input() {
     --set distill.teacher_cache_file="$WORK/classes.h5"
   refused epochs "train.epochs = 4 is more than the 3 epochs of views" \
     --set distill.teacher_cache_file="$WORK/views.h5" --set train.epochs=4
+  # train.max_steps within the cached epochs: replayed, whatever train.epochs says; and the
+  # writer's default is what that run reads (one epoch of views, not 40).
+  LOG=short.log expect 0 vk "$NP" "${RUN[@]}" --set run.out_dir="$WORK/short" \
+    --set distill.teacher_cache_file="$WORK/views.h5" --set train.epochs=40 --set train.max_steps=3
+  LOG=short_cache.log expect 0 vk "$NP" "${CACHE[@]}" --set train.epochs=40 --set train.max_steps=3 \
+    --set distill.teacher_cache_file="$WORK/short_views.h5"
+  "$PYTHON" -c "import h5py; e = int(h5py.File('short_views.h5','r').attrs['epochs']); assert e == 1, e"
   refused missing "does not exist; write it first with \`vitkd teacher-cache CONFIG.toml\`" \
     --set distill.teacher_cache_file="$WORK/none.h5"
   head -c 40000 views.h5 > truncated.h5

@@ -51,7 +51,9 @@ int teacher_cache_main(const std::vector<std::string>& args) {
   std::unique_ptr<Teacher> teacher = make_teacher(cfg, meta, bf16);  // checks it fits the data (CPU)
   const AugmentSpec aug = augment_from_config(cfg);
   check_views_fit(aug, meta);
-  const int64_t epochs = cfg.distill_cache_epochs > 0 ? cfg.distill_cache_epochs : cfg.train_epochs;
+  // What the training run of this configuration reads (train.max_steps counted).
+  const int64_t epochs =
+      cfg.distill_cache_epochs > 0 ? cfg.distill_cache_epochs : epochs_needed(cfg, meta.train_size, world().size);
   int64_t k = cfg.distill_cache_top_k;
   if (k > meta.num_classes) {
     if (world().root())

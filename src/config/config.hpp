@@ -70,7 +70,7 @@ struct PathList {
   X(distill, alpha, double, 0.5, "weight of the distillation term in the soft loss")       \
   X(distill, teacher_cache, bool, false, "reuse cached teacher targets: with augment = false each sample's logits are computed once; with augment = true (or a `vitkd teacher-cache` file) the cached views and top-k targets replay, no teacher pass (docs/teacher-cache.md)") \
   X(distill, teacher_cache_file, std::string, "", "HDF5 file of cached teacher targets (\"\" = out_dir/teacher_logits.h5, or out_dir/teacher_views.h5 with augment = true)") \
-  X(distill, cache_epochs, int64_t, 0, "`vitkd teacher-cache`: epochs of augmented views to write (0 = train.epochs; 1 when augment = false)") \
+  X(distill, cache_epochs, int64_t, 0, "`vitkd teacher-cache`: epochs of augmented views to write (0 = the epochs the training run reads: train.epochs, or fewer where train.max_steps ends it first; 1 when augment = false)") \
   X(distill, eval_agreement, bool, false, "at the final evaluation also measure the student's agreement with the teacher's test predictions and its KL to the teacher (result.json teacher_agreement, teacher_kl, teacher_kl_tau at distill.temperature, and the teacher's own teacher_test_top1; one teacher pass over the test set, not counted in teacher_forwards)") \
   X(distill, cache_top_k, int64_t, 10, "`vitkd teacher-cache`: teacher probabilities kept per view (clamped to the class count)") \
   X(train, epochs, int64_t, 3, "passes over the training data")                            \

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -140,6 +142,44 @@ std::string cache_file_format(const std::string& path) {
   }
 }
 
+namespace {
+
+// The settings of a transform text (transform_text(): "key = value, ...",
+// values possibly bracketed lists) by key.
+std::map<std::string, std::string> transform_settings(const std::string& text) {
+  std::map<std::string, std::string> out;
+  size_t start = 0;
+  int depth = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && text[i] == '[') ++depth;
+    if (i < text.size() && text[i] == ']') --depth;
+    if (i == text.size() || (depth == 0 && text.compare(i, 2, ", ") == 0)) {
+      const std::string item = text.substr(start, i - start);
+      const size_t eq = item.find(" = ");
+      if (eq != std::string::npos) out[item.substr(0, eq)] = item.substr(eq + 3);
+      start = i + 2;
+    }
+  }
+  return out;
+}
+
+// The keys whose values differ between the cache's transform and the run's,
+// e.g. "data.crop_pad = 2 in the cache, 1 here".
+std::string transform_difference(const std::string& cache, const std::string& run) {
+  const auto a = transform_settings(cache), b = transform_settings(run);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : a) keys.insert(k);
+  for (const auto& [k, v] : b) keys.insert(k);
+  std::string d;
+  for (const auto& k : keys) {
+    const std::string va = a.count(k) ? a.at(k) : "unset", vb = b.count(k) ? b.at(k) : "unset";
+    if (va != vb) d += (d.empty() ? "" : "; ") + k + " = " + va + " in the cache, " + vb + " here";
+  }
+  return d.empty() ? "written for " + cache + ", this run has " + run : d;
+}
+
+}  // namespace
+
 ViewCache::ViewCache(const std::string& path, const ViewCacheKey& want) : path_(path) {
   H5Lock lock(h5_mutex());
   H5Obj f = h5_open_read(path, "teacher-view cache");
@@ -170,7 +210,9 @@ ViewCache::ViewCache(const std::string& path, const ViewCacheKey& want) : path_(
     mismatch("teacher model", teacher, want.teacher);
   augment_ = h5_attr_int(f, "augment") != 0;
   const std::string transform = file_transform(f, h, w);
-  if (transform != want.transform) mismatch("augmentation setting", transform, want.transform);
+  if (transform != want.transform)
+    throw UserError(path + ": teacher-view cache for another augmentation setting (" +
+                    transform_difference(transform, want.transform) + ")" + fix);
   image_size_ = h5_attr_exists(f, "image_size") ? h5_attr_int(f, "image_size") : h;
   const double tau = h5_attr_double(f, "temperature");
   if (tau != want.temperature)

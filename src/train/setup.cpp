@@ -188,11 +188,13 @@ void open_view_cache(const Config& cfg, TrainSetup& s) {
   TrainPlan& plan = s.plan;
   s.views = std::make_unique<ViewCache>(
       file, view_cache_key(s.meta, *s.teacher, plan.augment, plan.distill.temperature));
-  if (s.views->augmented() && plan.epochs > s.views->epochs())
-    throw UserError(file + ": train.epochs = " + std::to_string(plan.epochs) + " is more than the " +
-                    std::to_string(s.views->epochs()) + " epochs of views in the teacher-view cache; "
-                    "write a longer one (distill.cache_epochs >= " + std::to_string(plan.epochs) +
-                    ") or lower train.epochs");
+  const int64_t needed = epochs_needed(cfg, s.meta.train_size, world().size);
+  if (s.views->augmented() && needed > s.views->epochs())
+    throw UserError(file + ": train.epochs = " + std::to_string(plan.epochs) +
+                    (needed < plan.epochs ? " (" + std::to_string(needed) + " within train.max_steps)" : "") +
+                    " is more than the " + std::to_string(s.views->epochs()) +
+                    " epochs of views in the teacher-view cache; write a longer one (distill.cache_epochs >= " +
+                    std::to_string(needed) + ") or lower train.epochs or train.max_steps");
   plan.augment.seed = s.views->seed();  // the cache's views, whatever this run's seed
   plan.distill.teacher_probs = true;    // its targets are softmax(t/tau), not logits
   s.teacher_cache_file = file;
@@ -261,6 +263,13 @@ InputTransfer input_transfer(const std::string& key, const TrainPlan& plan, cons
 }
 
 }  // namespace
+
+int64_t epochs_needed(const Config& cfg, int64_t train_size, int64_t world_size) {
+  if (cfg.train_max_steps <= 0 || cfg.sift_enabled) return cfg.train_epochs;
+  const int64_t per_epoch = steps_per_epoch(train_size, cfg.data_batch_size * world_size, cfg.data_drop_last);
+  if (per_epoch <= 0) return cfg.train_epochs;
+  return std::min(cfg.train_epochs, (cfg.train_max_steps + per_epoch - 1) / per_epoch);
+}
 
 ModelSpec spec_from_config(const Config& c) {
   ModelSpec s;

@@ -90,6 +90,13 @@ struct TrainSetup {
   torch::Tensor grey_levels;
 };
 
+/// The epochs of data a run of `cfg` reads at `world_size` ranks over a split
+/// of `train_size` samples: train.epochs, or fewer where train.max_steps ends
+/// it first (not with sift.enabled, whose steps read a varying number of
+/// batches). What a teacher-view cache must hold, and what `vitkd
+/// teacher-cache` writes by default.
+int64_t epochs_needed(const Config& cfg, int64_t train_size, int64_t world_size);
+
 /// model.<field> keys of the configuration as a ModelSpec (VITKD_MODEL_SPEC_FIELDS).
 ModelSpec spec_from_config(const Config& cfg);
 /// The loader's transform (data.* and model.image_size; data/transforms).
