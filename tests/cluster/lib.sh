@@ -95,6 +95,7 @@ EOF
       hostname "$1" && mount --bind "$2/tmp" /tmp && mount --bind "$3" /etc/hosts || exit 1
       echo $$ > "$2/holder.pid"; exec env VKC_CLUSTER="$4" sleep infinity' vkc-node "node$k" "$nd" "$cl/hosts" "$cl" \
       < /dev/null > "$cl/log/holder.node$k.log" 2>&1 &
+    disown $!
   done
   for k in $(seq "$n"); do
     for _ in $(seq 100); do [ -s "$cl/nodes/node$k/holder.pid" ] && break; sleep 0.05; done

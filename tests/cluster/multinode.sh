@@ -60,15 +60,18 @@ up() {
     checkpoint.every_steps=0 "$@"
 }
 on() { local k=$1; shift; node_exec "$CL" "$k" "$@"; }
-# one_node OUT [ARG ...]: the reference, 3 ranks on this machine (no cluster, shared memory).
-one_node() {
-  local out=$1
-  shift
+# one_node_expect CODE OUT [ARG ...]: the reference, NP (3) ranks on this machine (no
+# cluster: shared memory), which must exit with CODE.
+one_node_expect() {
+  local code=$1 out=$2 rc=0
+  shift 2
   (unset OMPI_MCA_btl OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include OMPI_MCA_mpi_yield_when_idle
    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
    timeout 120 "$MPIEXEC" "$MPIEXEC_NUMPROC_FLAG" "${NP:-3}" "$VITKD" train cfg.toml \
-     --set run.out_dir="$out" "$@") > "$out.log" 2>&1 || { cat "$out.log"; fail "the one-node run $out failed"; }
+     --set run.out_dir="$out" "$@") > "$out.$code.log" 2>&1 || rc=$?
+  [ "$rc" = "$code" ] || { cat "$out.$code.log"; fail "the one-node run $out ended $rc, not $code"; }
 }
+one_node() { one_node_expect 0 "$@"; }
 hosts_of() { "$PYTHON" -c 'import h5py, sys; print(" ".join(h5py.File(sys.argv[1], "r").attrs["hostnames"].astype(str)))' "$1/timing.h5"; }
 job_field() { on 1 scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 wait_job() { # JOB [S]: until the job has ended; prints its state
@@ -138,6 +141,33 @@ case_equal() {
   [ "$(hosts_of sbatch)" = "node1 node2 node3" ] || fail "sbatch: the ranks ran on $(hosts_of sbatch), not node1..3"
   cmp_ckpt one/checkpoint.h5 sbatch/checkpoint.h5 --exact || fail "sbatch on 3 nodes: not the weights of 3 ranks on one node"
   echo "ok: sbatch jobs/slurm.sbatch --nodes=3: bitwise equal to 3 ranks on one node"
+}
+
+case_node_loss() {
+  up checkpoint.every_steps=4
+  local id st step
+  # Rank 0 sleeps 100 ms a step, so that the kill comes mid-run.
+  id=$(VITKD=$VITKD VITKD_GLOBAL_BATCH=12 VITKD_TEST_SLOW_RANK=0:100 submit -o loss.out --nodes=3 \
+       --ntasks-per-node=1 --no-kill "$SRC/jobs/slurm.sbatch" cfg.toml --set run.out_dir="$S/loss") || fail "sbatch"
+  for _ in $(seq 600); do grep -q "^step 16/64" loss.out 2> /dev/null && break; sleep 0.1; done
+  grep -q "^step 16/64" loss.out || { cat loss.out; fail "the job never reached step 16"; }
+  node_kill "$CL" 3
+  echo "killed every process of node3 (link cut first) at $(grep -o 'step [0-9]*/' loss.out | tail -1)"
+  st=$(wait_job "$id" 180)
+  [ "$st" = COMPLETED ] || { cat loss.out; fail "the job ended $st after the node loss"; }
+  [ "$(on 1 sinfo -h -N -n node3 -o %t)" = "down*" ] || fail "node3 is $(on 1 sinfo -h -N -n node3 -o %t), not down*"
+  grep -q "^vitkd job: lost node(s) of node\[1-3\]; resuming on the 2 left (node\[1-2\])" loss.out ||
+    { cat loss.out; fail "the job did not rerun on the 2 nodes left"; }
+  step=$(sed -n 's/^resume: from .*(written at 3 rank(s)): step \([0-9]*\),.*/\1/p' loss.out | tail -1)
+  [ -n "$step" ] && [ "$step" -gt 0 ] || { cat loss.out; fail "no resume from a step > 0 written at 3 ranks"; }
+  [ "$(json_get loss/result.json world_size)" = 2 ] || fail "the resumed run is not 2 ranks"
+  [ "$(json_get loss/result.json steps)" = 64 ] || fail "the resumed run did not finish its 64 steps"
+  echo "ok: node3 down, the job reran on node[1-2] from step $step (3 -> 2 ranks) and completed"
+  # The same path without the kill: 3 ranks stopped at that step, resumed on 2.
+  VITKD_TEST_PREEMPT_AT_STEP=$step one_node_expect 75 path --set data.batch_size=4
+  NP=2 one_node_expect 0 path --set data.batch_size=6
+  cmp_ckpt path/checkpoint.h5 loss/checkpoint.h5 --exact || fail "not the weights of 3 ranks stopped at step $step and resumed on 2"
+  echo "ok: bitwise equal to 3 ranks on one node stopped at step $step and resumed on 2"
 }
 
 case "$CASE" in
