@@ -13,7 +13,7 @@
 #   cluster_down CL           stops all of it (idempotent, also after a partial up)
 #   node_exec CL K CMD ...    CMD on node K (SLURM_CONF set)
 #   node_kill CL K            SIGKILL to every process of node K (after cutting its link)
-#   node_slow_link CL K RATE  shapes node K's link (both ways) with tbf to RATE (tc syntax)
+#   node_slow_link CL K RATE [both]  shapes node K's link (to it; both: also from it) with tbf
 #   node_slow_cpu CL K PCT    node K's processes (and their children) get PCT % of one CPU
 #
 # Names: namespaces, links and cgroups start with "vkc<ID>" (ID: 4 digits from
@@ -241,11 +241,16 @@ node_kill() { # CL K: the node is gone: its link cut, then SIGKILL to each of it
   kill -KILL $(ip netns pids "${CID}n$k") 2> /dev/null || true
 }
 
-node_slow_link() { # CL K RATE
-  local cl=$1 k=$2 rate=$3
+# node_slow_link CL K RATE [both]: the traffic to node K (and with "both" from it too)
+# limited to RATE (tc units, e.g. 2mbit) by a token bucket (tbf) on the veth. The
+# burst is small (4 kB), or a step's few kilobytes would pass unshaped.
+node_slow_link() {
+  local cl=$1 k=$2 rate=$3 dir=${4:-in}
   cluster_env "$cl"
-  tc qdisc add dev "${CID}v$k" root tbf rate "$rate" burst 16kb latency 400ms || return 1
-  ip netns exec "${CID}n$k" tc qdisc add dev eth0 root tbf rate "$rate" burst 16kb latency 400ms
+  tc qdisc add dev "${CID}v$k" root tbf rate "$rate" burst 4kb latency 1s || return 1
+  if [ "$dir" = both ]; then
+    ip netns exec "${CID}n$k" tc qdisc add dev eth0 root tbf rate "$rate" burst 4kb latency 1s || return 1
+  fi
 }
 
 node_slow_cpu() { # CL K PCT: a cpu cgroup (v1: cfs quota) for all processes of node K
@@ -254,8 +259,10 @@ node_slow_cpu() { # CL K PCT: a cpu cgroup (v1: cfs quota) for all processes of 
   [ -w "$CLUSTER_CGROUP_ROOT/cgroup.procs" ] || { cluster_fail "no writable cgroup v1 cpu controller at $CLUSTER_CGROUP_ROOT"; return 1; }
   cg=$CLUSTER_CGROUP_ROOT/${CID}n$k
   mkdir -p "$cg"
-  echo 100000 > "$cg/cpu.cfs_period_us"
-  echo $((pct * 1000)) > "$cg/cpu.cfs_quota_us"
+  # A short period (10 ms), so that the throttling falls in every phase of a step, not
+  # in a few whole steps.
+  echo 10000 > "$cg/cpu.cfs_period_us"
+  echo $((pct * 100)) > "$cg/cpu.cfs_quota_us"
   for p in $(ip netns pids "${CID}n$k"); do echo "$p" > "$cg/cgroup.procs" 2> /dev/null || true; done
 }
 

@@ -170,6 +170,46 @@ case_node_loss() {
   echo "ok: bitwise equal to 3 ranks on one node stopped at step $step and resumed on 2"
 }
 
+# report_line RUN_DIR... : analysis/report.py on the runs (report in ./report), its stdout in report.txt
+report_on() { "$PYTHON" "$SRC/analysis/report.py" "$@" --out "$S/report" > report.txt || fail "report.py failed"; }
+# host_ratio NAME: from report.txt, "HOST RATIO" of the line "NAME: HOST (... RATIOx the ...)"
+host_ratio() { sed -n "s/^$1: \(\S*\) (.* \([0-9.]*\)x the m[a-z]* host)$/\1 \2/p" report.txt; }
+
+case_slow_link() {
+  up train.epochs=1
+  local hr
+  on 1 timeout 120 srun -N3 -n3 --mpi=pmix "$VITKD" train cfg.toml --set run.out_dir="$S/base" > base.log 2>&1 ||
+    { cat base.log; fail "the unshaped run"; }
+  # 2 Mbit/s to node3: a step's exchange (a few kB each way per rank) takes tens of ms.
+  node_slow_link "$CL" 3 2mbit || fail "tc could not shape node3's link (tc qdisc add ... tbf)"
+  on 1 timeout 120 srun -N3 -n3 --mpi=pmix "$VITKD" train cfg.toml --set run.out_dir="$S/slow" > slow.log 2>&1 ||
+    { cat slow.log; fail "the run over the slow link did not finish"; }
+  report_on base slow
+  grep "^Grew most\|^Most communication-bound host" report.txt
+  grep -q "^Grew most from base to slow: communication " report.txt || fail "the report does not name communication as grown"
+  hr=$(host_ratio "Most communication-bound host" | tail -1)
+  [ "${hr%% *}" = node3 ] || fail "the report names '${hr%% *}', not node3, as the most communication-bound host"
+  "$PYTHON" -c 'import sys; sys.exit(float(sys.argv[1]) < 1.5)' "${hr##* }" ||
+    fail "node3 is only ${hr##* }x the median host's communication (want >= 1.5)"
+  echo "ok: communication grew, node3 named as the slow host (${hr##* }x the median host)"
+}
+
+case_straggler() {
+  up train.epochs=1
+  local hr
+  # node3's processes (slurmd, and so its tasks) get 10% of one CPU: 1 ms every 10 ms.
+  node_slow_cpu "$CL" 3 10 || fail "no cpu cgroup for node3"
+  on 1 timeout 120 srun -N3 -n3 --mpi=pmix "$VITKD" train cfg.toml --set run.out_dir="$S/strag" > strag.log 2>&1 ||
+    { cat strag.log; fail "the run with a straggler node did not finish"; }
+  report_on strag
+  grep "^Most imbalanced" report.txt
+  hr=$(host_ratio "Most imbalanced host")
+  [ "${hr%% *}" = node3 ] || fail "the report names '${hr%% *}', not node3, as the most imbalanced host"
+  "$PYTHON" -c 'import sys; sys.exit(float(sys.argv[1]) < 1.3)' "${hr##* }" ||
+    fail "node3 is only ${hr##* }x the mean host (want >= 1.3)"
+  echo "ok: node3 named as the most imbalanced host (${hr##* }x the mean host)"
+}
+
 case "$CASE" in
   teardown|hold|equal|node_loss|slow_link|straggler) "case_$CASE" ;;
   *) fail "no case '$CASE' in $0" ;;
