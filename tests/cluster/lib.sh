@@ -185,6 +185,8 @@ cluster_down() {
   for sig in TERM KILL; do
     pids=""
     for k in $nss; do pids+=" $(ip netns pids "$k" 2> /dev/null | tr '\n' ' ')"; done
+    # and any process of the cluster outside a named namespace (a namespace deleted early)
+    pids+=" $(cluster_pids "$cl" | tr '\n' ' ')"
     # shellcheck disable=SC2086
     [ -n "${pids// /}" ] && kill -s $sig $pids 2> /dev/null
     for _ in $(seq 40); do
@@ -213,6 +215,17 @@ cluster_down() {
   return 0
 }
 
+# cluster_pids CL: the processes with VKC_CLUSTER=CL in their environment.
+cluster_pids() {
+  local f
+  for f in /proc/[0-9]*/environ; do
+    if { tr '\0' '\n' < "$f" | grep -qxF "VKC_CLUSTER=$1"; } 2> /dev/null; then
+      f=${f%/environ}
+      echo "${f#/proc/}"
+    fi
+  done
+}
+
 # cluster_leftovers CL: prints what of the cluster is still there (nothing: empty).
 cluster_leftovers() {
   local cl
@@ -224,11 +237,8 @@ cluster_leftovers() {
   # and the holders set it; children inherit it). Zombies have no environment:
   # a daemon killed here stays a zombie where PID 1 does not reap (some containers).
   local f
-  for f in /proc/[0-9]*/environ; do
-    if { tr '\0' '\n' < "$f" | grep -qxF "VKC_CLUSTER=$cl"; } 2> /dev/null; then
-      f=${f%/environ}
-      echo "process ${f#/proc/} $( { tr '\0' ' ' < "$f/cmdline"; } 2> /dev/null)"
-    fi
+  for f in $(cluster_pids "$cl"); do
+    echo "process $f $( { tr '\0' ' ' < "/proc/$f/cmdline"; } 2> /dev/null)"
   done
   ls -d "$CLUSTER_CGROUP_ROOT/$CID"* 2> /dev/null | sed 's/^/cgroup /' || true
 }
