@@ -638,6 +638,94 @@ def imbalance_line(run, A):
     return f"Most imbalanced rank: {r} (host {run.hosts[r]}, busy {A['busy_ratio'][r]:.2f}x the mean)"
 
 
+def host_groups(run):
+    """{host: [ranks]} in order of first appearance."""
+    g = {}
+    for r, h in enumerate(run.hosts):
+        g.setdefault(h, []).append(r)
+    return g
+
+
+# A rank's own compute before the gradient exchange: what no other rank can make it wait
+# for. (The optimizer phase holds the allreduce of the gradient norm, so a rank that
+# waits for a straggler waits there as well, and its busy time grows with the straggler's.)
+OWN_PHASES = ("teacher_forward", "sift_forward", "student_forward", "backward")
+
+
+def host_lines(run, A):
+    """The most imbalanced host (the mean over its ranks of the compute before the gradient
+    exchange, OWN_PHASES, over the mean host's) and the host whose ranks spend the longest in
+    communication (comm_wait + all_gather)."""
+    g = host_groups(run)
+    if len(g) < 2 or "?" in g:
+        why = "one host" if len(g) < 2 else "hostnames missing from the timing log"
+        return [f"Most imbalanced host: n/a ({why})", f"Most communication-bound host: n/a ({why})"]
+    out = []
+    own = [run.phase_index(p) for p in OWN_PHASES if run.phase_index(p) is not None]
+    pr = A["phase_rank_mean"]
+    if own and A["n"] and float(pr[:, own].sum()) > 0:
+        per_rank = pr[:, own].sum(axis=1)
+        hb = {h: float(per_rank[rs].mean()) for h, rs in g.items()}
+        m = float(np.mean(list(hb.values())))
+        h = max(hb, key=hb.get)
+        out.append(f"Most imbalanced host: {h} (ranks {', '.join(map(str, g[h]))}; compute before the "
+                   f"gradient exchange {hb[h]:.4f} s/step, {hb[h] / m:.2f}x the mean host)")
+    else:
+        out.append("Most imbalanced host: n/a (no compute phases)")
+    if A["comm_rank"] is not None and float(np.max(A["comm_rank"])) > 0:
+        hc = {h: float(A["comm_rank"][rs].mean()) for h, rs in g.items()}
+        med = float(np.median(list(hc.values())))
+        h = max(hc, key=hc.get)
+        ratio = f"{hc[h] / med:.2f}x the median host" if med > 0 else "the median host has none"
+        out.append(f"Most communication-bound host: {h} (comm_wait+all_gather {hc[h]:.4f} s/step, {ratio})")
+    else:
+        out.append("Most communication-bound host: n/a (no communication phases)")
+    return out
+
+
+PHASE_GROUPS = (("communication", ("comm_wait", "all_gather")),
+                ("compute", ("teacher_forward", "sift_forward", "student_forward", "backward", "optimizer")),
+                ("data", ("data_wait",)),
+                ("checkpoint and eval", OCCASIONAL_PHASES))
+
+
+def growth_section(runs, analyses, labels):
+    """Which group of phases grew most from the first run to each other one (the
+    per-step mean of the slowest rank's time in the group's phases)."""
+    L = ["## Growth from the first run", "",
+         f"Per-step mean of the slowest rank's time in each group of phases, against `{labels[0]}`: "
+         + "; ".join(f"{g} = {' + '.join(ps)}" for g, ps in PHASE_GROUPS) + ".", ""]
+    stdout = [f"== growth from {labels[0]} =="]
+
+    def group_means(run, A):
+        out = {}
+        for g, ps in PHASE_GROUPS:
+            idx = [run.phase_index(p) for p in ps if run.phase_index(p) is not None]
+            if A["n"] and idx:
+                st = run.step_seconds[A["idx"]][:, :, idx].sum(axis=2)   # [n, R]
+                out[g] = float(st.max(axis=1).mean())
+        return out
+
+    base = group_means(runs[0], analyses[0])
+    rows = []
+    for run, A, label in zip(runs[1:], analyses[1:], labels[1:]):
+        cur = group_means(run, A)
+        d = {g: cur[g] - base[g] for g in cur if g in base}
+        for g in d:
+            rows.append([label, g, f(base[g], ".4f"), f(cur[g], ".4f"), f"{d[g] * 1e3:+.1f}"])
+        if d:
+            g = max(d, key=d.get)
+            line = (f"Grew most from {labels[0]} to {label}: {g} ({d[g] * 1e3:+.1f} ms/step, "
+                    f"{base[g] * 1e3:.1f} -> {cur[g] * 1e3:.1f} ms)")
+        else:
+            line = f"Grew most from {labels[0]} to {label}: n/a (no common phases)"
+        L += [line, ""]
+        stdout.append(line)
+    L += md_table(["run", "group", f"{labels[0]} s/step", "run s/step", "change ms/step"], rows)
+    L.append("")
+    return L, stdout
+
+
 def stragglers_line(A):
     s = A["stragglers"]
     names = ", ".join(str(r) for r in s) if s else "none"
@@ -775,7 +863,11 @@ def run_section(run, A, label, prefix, out_dir, skip):
     add("")
     add(stragglers_line(A))
     add("")
-    stdout += [imbalance_line(run, A), stragglers_line(A)]
+    hl = host_lines(run, A)
+    for x in hl:
+        add(x)
+        add("")
+    stdout += [imbalance_line(run, A), stragglers_line(A)] + hl
 
     # 3
     add("### 3. Step-time variability")
@@ -1006,6 +1098,9 @@ def main(argv=None):
         out_lines += s + [""]
     if len(runs) > 1:
         L, s = scaling_section(runs, analyses, labels)
+        md += L
+        out_lines += s + [""]
+        L, s = growth_section(runs, analyses, labels)
         md += L
         out_lines += s + [""]
 

@@ -15,6 +15,9 @@ report.py on them with the same interpreter and checks what it reports:
                (ws1 has no /eval group and no GEMM ceiling).
                straggler/ has a result.json with time_to_accuracy (one threshold
                reached, one not), ws2/ one without it (an older vitkd's).
+  growth/      the report of ws1 then ws2: communication named as the group that grew.
+               straggler/ also checks the host lines (nodeB the most imbalanced host,
+               nodeA, whose ranks wait, the most communication-bound).
   tiny/        1 rank, 2 steps, empty /eval, no result.json: renders with n/a.
   empty/       attributes only, no datasets: renders with n/a.
   badformat/   wrong `format` attribute; missing/: no timing.h5 -> exit 2.
@@ -40,7 +43,7 @@ PYTHON = sys.executable  # the interpreter running this test (CMake found it)
 PHASES = ["data_wait", "teacher_forward", "sift_forward", "student_forward", "backward",
           "comm_wait", "optimizer", "all_gather", "checkpoint", "eval"]
 P = {name: i for i, name in enumerate(PHASES)}
-SUBDIRS = ("straggler", "ws1", "ws2", "tiny", "empty", "scaling", "badformat", "missing", "nothdf5")
+SUBDIRS = ("straggler", "ws1", "ws2", "tiny", "empty", "scaling", "growth", "badformat", "missing", "nothdf5")
 
 
 def write_timing(path, *, step_seconds, hosts, batch_per_rank, threads=4, fmt="vitkd-timing",
@@ -238,6 +241,14 @@ def main():
           md.split("### 8.")[-1][:600])
     check("time to accuracy: 0.90 not reached",
           line(md, r"^\| 0\.9000 \| not reached \| n/a \| n/a \| n/a \|$") is not None)
+    m = line(md, r"^Most imbalanced host: (\S+) \(ranks ([\d, ]+); compute before the gradient exchange "
+                 r"[\d.]+ s/step, ([\d.]+)x the mean host\)")
+    check("most imbalanced host is nodeB (rank 2)", m and m.group(1) == "nodeB" and m.group(2) == "2",
+          m.group(0) if m else "no line")
+    m = line(md, r"^Most communication-bound host: (\S+) ")
+    check("most communication-bound host is nodeA (its ranks wait for rank 2)", m and m.group(1) == "nodeA",
+          m.group(0) if m else "no line")
+    check("host lines on stdout", "Most imbalanced host: nodeB" in p.stdout)
     check("time to accuracy on stdout, with the evaluation count",
           "time to accuracy (3 evaluations)" in p.stdout and "| 0.8500 | 20 |" in p.stdout)
 
@@ -259,6 +270,14 @@ def main():
         check("scaling: images/s 160.0 and 290.9", r1[2] == "160.0" and r2[2] == "290.9", f"{r1[2]} {r2[2]}")
         check("scaling: base efficiencies 1.00", r1[6] == "1.00" and r1[7] == "1.00", str(r1))
         check("scaling: ws2 strong and weak efficiency 0.91", r2[6] == "0.91" and r2[7] == "0.91", str(r2))
+    # ws1 -> ws2: only comm_wait grew (0.008 -> 0.028 s per step)
+    g = os.path.join(work, "growth")
+    pg = report(src, os.path.join(work, "ws1"), os.path.join(work, "ws2"), "--out", g)
+    m = line(pg.stdout, r"^Grew most from ws1 to ws2: (\w+) \(([-+\d.]+) ms/step")
+    check("growth: communication grew most from ws1 to ws2, by 20 ms/step",
+          pg.returncode == 0 and m is not None and m.group(1) == "communication" and m.group(2) == "+20.0",
+          m.group(0) if m else (pg.stderr.strip() or pg.stdout)[-500:])
+    check("single host: host lines n/a", "Most imbalanced host: n/a (one host)" in md)
     pngs = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", md)
     missing = [x for x in pngs if not os.path.isfile(os.path.join(out, x))]
     check("scaling: per-run PNGs exist and are distinct", pngs and not missing and len(set(pngs)) == len(pngs),
