@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""The README's answer to "Does distillation pay?", generated from the kept runs of the comparison.
+"""The answer to "Does distillation pay?", generated from the kept runs of the comparison.
 
-    /usr/bin/python3 analysis/compare_table.py [--results results] [--readme README.md] [--check | --write]
+    /usr/bin/python3 analysis/compare_table.py [--results results] [--readme experiments/distillation/README.md]
+                                               [--summary README.md] [--check | --write]
     /usr/bin/python3 analysis/compare_table.py --print seeds|arms|vit-candidates
 
 Reads what jobs/compare.sh and jobs/teacher_vit.sh keep (analysis/keep_run.py):
 results/compare/<ARM>-s<SEED>/ (result.json, test_predictions.json,
 timing-summary.json), results/compare/teacher-cnn.json (the convnet teacher)
 and results/teacher-vit/<V>/ (the ViT teacher's candidates), and writes the
-tables of the pre-registered comparison (docs/learning-log.md, 2026-12-02 and
+tables of the pre-registered comparison (experiments/learning-log.md, 2026-12-02 and
 its amendments): the teachers, each arm over the seeds run, and each
 comparison against its target, decided before the runs. A comparison is
 judged only once every seed of SEEDS has run both its arms; before that its
@@ -17,9 +18,13 @@ intervals, McNemar's test and the equal-time read-out use analysis/lift.py's
 functions (one rule for both).
 
 Without --check or --write, prints the block. --write replaces the block
-between the README's markers (BEGIN and END below); --check exits 1 with one
-line when the README's block differs from what the files give (the test
+between the markers (BEGIN and END below) of the experiment's page
+(experiments/distillation/README.md), and the short answer between
+ANSWER_BEGIN and ANSWER_END of the top README; --check exits 1 with one line
+when either differs from what the files give (the test
 analysis.readme_comparison_is_generated_from_results runs it), 0 when equal.
+Every figure of the answer's sentences comes from the files too
+(analysis/compare_answer.py), so a figure edited by hand fails the check.
 --print gives the comparison's seeds, arms or the ViT teacher's candidates,
 one line, for jobs/compare.sh and jobs/teacher_vit.sh (their one source).
 
@@ -33,9 +38,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lift  # noqa: E402  (paired differences, intervals, McNemar, the equal-time rule)
+import compare_answer  # noqa: E402  (the answer's sentences)
 
 SEEDS = ("11", "12", "13", "14")
-# The arms in jobs/compare.sh's order, with what each is (docs/learning-log.md's table).
+# The arms in jobs/compare.sh's order, with what each is (experiments/learning-log.md's table).
 ARMS = (("A", "student alone, 32 epochs"),
         ("B", "A with label smoothing 0.1"),
         ("C", "distilled from the convnet teacher, DeiT hard distillation token, 32 epochs"),
@@ -47,6 +53,9 @@ ARMS = (("A", "student alone, 32 epochs"),
 VIT_CANDIDATES = (("V2", "ViT dim 128, depth 6, 4 heads"), ("V1", "ViT dim 192, depth 6, 3 heads"))
 BEGIN = "<!-- BEGIN analysis/compare_table.py: generated from results/; edit the files, not this block -->"
 END = "<!-- END analysis/compare_table.py -->"
+# The short answer in the top README (the same sentences, no tables).
+ANSWER_BEGIN = "<!-- BEGIN analysis/compare_table.py answer: generated from results/; edit the files, not this block -->"
+ANSWER_END = "<!-- END analysis/compare_table.py answer -->"
 
 
 def fmt_pts(x):
@@ -190,7 +199,7 @@ def arms_table(runs):
     return out
 
 
-# The comparisons decided before the runs (docs/learning-log.md): X, Y, target text, test on
+# The comparisons decided before the runs (experiments/learning-log.md): X, Y, target text, test on
 # (mean top-1 difference, its interval, mean time change, its interval) -> met or not; None: reported only.
 COMPARISONS = (
     ("C", "A", "≥ +1.0 point, interval above 0", lambda m, ci, t, cit: m >= 0.010 and ci is not None and ci[0] > 0),
@@ -247,13 +256,28 @@ def time_apart(runs, x, y, seeds):
     return None
 
 
+def equal_time_start(runs):
+    """(seeds, the fraction of A's schedule from which C is ahead of A to the end or None, each seed's A
+    time) for C against A at equal training time; None when not comparable or not run."""
+    seeds = [s for s in SEEDS if s in runs.get("C", {}) and s in runs.get("A", {})]
+    if not seeds or time_apart(runs, "C", "A", seeds):
+        return None
+
+    def in_fractions(r, base):
+        return {**r, "evals": [(t / base, v, e) for t, v, e in r["evals"]]}
+    base = {s: runs["A"][s]["train_seconds"] for s in seeds}
+    c = [in_fractions(runs["C"][s], base[s]) for s in seeds]
+    a = [in_fractions(runs["A"][s], base[s]) for s in seeds]
+    return seeds, lift.ahead_from(c, a, 0.0), base
+
+
 def equal_time(runs):
     """C against A at equal training time (validation curves, the live teacher's passes counted):
     from which point on C's mean is at or above A's to the end, against the first third of A's
     schedule (the target). Each seed's C and A ran on one machine, but seeds on machines of
     different speed (seed 11 in fp32 on an AVX2-only CPU, others in bf16): so each seed's times are
     divided by its A's training time, and the curves are pooled over fractions of A's schedule
-    (the amendment of 2026-12-04 in docs/learning-log.md). Within a seed, equal fractions are
+    (the amendment of 2026-12-04 in experiments/learning-log.md). Within a seed, equal fractions are
     equal seconds."""
     seeds = [s for s in SEEDS if s in runs.get("C", {}) and s in runs.get("A", {})]
     if not seeds:
@@ -262,12 +286,7 @@ def equal_time(runs):
     if apart:
         return f"Equal training time (C against A): not compared, {apart}."
 
-    def in_fractions(r, base):
-        return {**r, "evals": [(t / base, v, e) for t, v, e in r["evals"]]}
-    base = {s: runs["A"][s]["train_seconds"] for s in seeds}
-    c = [in_fractions(runs["C"][s], base[s]) for s in seeds]
-    a = [in_fractions(runs["A"][s], base[s]) for s in seeds]
-    start = lift.ahead_from(c, a, 0.0)
+    _, start, base = equal_time_start(runs)
     state = ("behind at the end" if start is None else f"ahead at every evaluation from {start:.2f} of A's "
              "schedule on (" + ", ".join(f"seed {s}: {start * base[s]:.0f} s" for s in seeds) + ")")
     verdict = ("pending" if len(seeds) < len(SEEDS) else
@@ -321,14 +340,33 @@ def counting_the_vit_teacher(runs, results):
             + with_teacher(runs, "D", chosen, every) + ".")
 
 
+def answer_lines(results, runs, cnn):
+    """The answer's sentences (analysis/compare_answer.py) from the kept runs."""
+    eq = equal_time_start(runs)
+    minutes = {}
+    if cnn[1] is not None:
+        minutes["the convnet"] = sum(cnn[1]["epoch_seconds"]) / 60
+    kept = vit_candidates(results)
+    best = vit_choice(kept)
+    if best is not None:
+        minutes[best] = kept[best][1]["evaluations"][-1]["train_seconds"] / 60
+    return compare_answer.answer(runs, list(SEEDS), eq[1] if eq else None, minutes)
+
+
+def answer_block(results):
+    runs, _ = load_arms(results)
+    return "\n".join([ANSWER_BEGIN, ""] + answer_lines(results, runs, convnet_teacher(results)) + ["", ANSWER_END]) + "\n"
+
+
 def block(results):
     runs, cpus = load_arms(results)
     cnn = convnet_teacher(results)
-    out = [BEGIN, "", "**Teachers**", ""] + teachers(results, cnn)
+    out = [BEGIN, "", "**The answer**", ""] + answer_lines(results, runs, cnn)
+    out += ["", "**Teachers**", ""] + teachers(results, cnn)
     out += ["", f"**Arms** (seeds {', '.join(SEEDS)}; final test top-1; training time without evaluation)", ""]
     out += arms_table(runs)
     out += ["", "**Comparisons**, decided before the runs "
-            "([`docs/learning-log.md`](docs/learning-log.md), 2026-12-02 and its amendments)", ""]
+            "([`learning-log.md`](../learning-log.md), 2026-12-02 and its amendments)", ""]
     out += comparisons_table(runs)
     out += ["", equal_time(runs), "", counting_the_teacher(runs, cnn), "", counting_the_vit_teacher(runs, results)]
     if cpus:
@@ -337,23 +375,45 @@ def block(results):
     return "\n".join(out) + "\n"
 
 
-def readme_parts(path):
+def readme_parts(path, begin=BEGIN, end=END):
     try:
         text = open(path).read()
     except OSError as e:
         raise lift.InputError(f"{path}: {e}")
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise lift.InputError(f"{path}: no single block between '{BEGIN}' and '{END}'")
-    head, rest = text.split(BEGIN, 1)
-    current, tail = rest.split(END, 1)
-    return head, BEGIN + current + END + "\n", tail[1:] if tail.startswith("\n") else tail
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise lift.InputError(f"{path}: no single block between '{begin}' and '{end}'")
+    head, rest = text.split(begin, 1)
+    current, tail = rest.split(end, 1)
+    return head, begin + current + end + "\n", tail[1:] if tail.startswith("\n") else tail
+
+
+def check_or_write(path, begin, end, new, write):
+    """--write: replaces the block of `path`; else 0 when it equals `new`, 1 with one line when not."""
+    head, current, tail = readme_parts(path, begin, end)
+    if write:
+        with open(path + ".tmp", "w") as fh:
+            fh.write(head + new + tail)
+        os.replace(path + ".tmp", path)
+        print(f"compare_table.py: wrote the block of {path}")
+        return 0
+    if current != new:
+        old_lines, new_lines = current.splitlines(), new.splitlines()
+        k = next((i for i, (o, n) in enumerate(zip(old_lines, new_lines)) if o != n), min(len(old_lines), len(new_lines)))
+        print(f"compare_table.py: {path}'s block differs from the kept results at its line {k + 1} "
+              f"({old_lines[k] if k < len(old_lines) else '(end)'!r}); regenerate it: "
+              f"/usr/bin/python3 analysis/compare_table.py --write", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--results", default=os.path.join(root, "results"))
-    ap.add_argument("--readme", default=os.path.join(root, "README.md"))
+    ap.add_argument("--readme", default=os.path.join(root, "experiments", "distillation", "README.md"),
+                    help="the experiment's page, which holds the whole block")
+    ap.add_argument("--summary", default=os.path.join(root, "README.md"),
+                    help="the page that holds the short answer ('' for none)")
     ap.add_argument("--print", choices=("seeds", "arms", "vit-candidates"))
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true")
@@ -368,7 +428,10 @@ def main():
         if not (a.check or a.write):
             print(new, end="")
             return 0
-        head, current, tail = readme_parts(a.readme)
+        rc = check_or_write(a.readme, BEGIN, END, new, a.write)
+        if a.summary:
+            rc = max(rc, check_or_write(a.summary, ANSWER_BEGIN, ANSWER_END, answer_block(a.results), a.write))
+        return rc
     except lift.InputError as e:
         print(f"compare_table.py: {e}", file=sys.stderr)
         return 2
@@ -376,20 +439,6 @@ def main():
         print(f"compare_table.py: a kept file under {a.results} lacks a field or has one of the wrong type "
               f"({type(e).__name__}: {e}); was it written by analysis/keep_run.py or jobs/teacher_cnn.py?", file=sys.stderr)
         return 2
-    if a.write:
-        with open(a.readme + ".tmp", "w") as fh:
-            fh.write(head + new + tail)
-        os.replace(a.readme + ".tmp", a.readme)
-        print(f"compare_table.py: wrote the block of {a.readme}")
-        return 0
-    if current != new:
-        old_lines, new_lines = current.splitlines(), new.splitlines()
-        k = next((i for i, (o, n) in enumerate(zip(old_lines, new_lines)) if o != n), min(len(old_lines), len(new_lines)))
-        print(f"compare_table.py: {a.readme}'s comparison block differs from {a.results} at its line {k + 1} "
-              f"(README: {old_lines[k] if k < len(old_lines) else '(end)'!r}); regenerate it: "
-              f"/usr/bin/python3 analysis/compare_table.py --write", file=sys.stderr)
-        return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -111,7 +111,7 @@ def load_run(folder):
 ARM_KEYS = ("run.mode", "run.out_dir", "run.seed", "teacher.", "distill.", "sift.", "checkpoint.",
             "model.dist_token", "train.label_smoothing", "train.epochs")
 # The keys a seed may set for all of its runs, differing between seeds but never within one: the
-# precision a seed's first run picked (docs/learning-log.md, 2026-12-03, fourth session). The
+# precision a seed's first run picked (experiments/learning-log.md, 2026-12-03, fourth session). The
 # differences are paired within a seed.
 SEED_KEYS = ("precision.compute",)
 

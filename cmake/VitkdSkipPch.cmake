@@ -7,7 +7,7 @@
 # includes, followed through the project's own headers (quoted includes found
 # beside the file, under src/ or under tests/), reach no LibTorch header
 # (<torch/...>, <ATen/...>, <c10/...>) with SKIP_PRECOMPILE_HEADERS, so that it
-# compiles without it (docs/performance-log.md, 2026-12-02). Conservative: an
+# compiles without it (experiments/performance-log.md, 2026-12-02). Conservative: an
 # include inside #if counts, and a quoted include that cannot be found keeps
 # the header. Call it in the directory that adds the target (source file
 # properties are per directory).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Does distillation pay? The pre-registered comparison of docs/learning-log.md
+# Does distillation pay? The pre-registered comparison of experiments/learning-log.md
 # (2026-12-02, issue 36): arms A (student alone, 32 epochs), B (A with label
 # smoothing 0.1), C (distilled from the convnet teacher, DeiT hard through the
 # distillation token), Cs (C with the soft loss), S (C with sifting, scope
@@ -13,7 +13,7 @@
 # median step time and the CPU; commit them), and so is the convnet teacher:
 # a fresh checkout restores them and runs only what is missing, so the seeds
 # can run in separate sessions, each seed's arms on one machine (arm D may
-# follow on another: docs/learning-log.md, 2026-12-03) and in one precision,
+# follow on another: experiments/learning-log.md, 2026-12-03) and in one precision,
 # the one "auto" picks where the seed's first run starts (bf16 with native
 # bf16, fp32 without: the amendment of 2026-12-03, fourth session).
 # To free the machine, stop a run at a checkpoint: kill -USR1 <mpirun's pid>
@@ -35,10 +35,10 @@
 # README's table: analysis/compare_table.py --write (from KEEP).
 # Duration (ESTIMATE=1, one epoch each, 2026-12-02, the 2 cores shared with other work): about
 # 4.1 h per seed, 16.5 h for the 4 seeds with D and S; on a quiet machine about 7.7 h
-# (docs/learning-log.md; S at two thirds of C, as measured in fp32 on 2026-12-03: -37 %). In fp32
+# (experiments/learning-log.md; S at two thirds of C, as measured in fp32 on 2026-12-03: -37 %). In fp32
 # on a 2-core AVX2-only EPYC (2026-12-03): about 5.4 h per seed without D, 22-27 h in all. Measured:
 # seed 12's six arms without D in 73 min (bf16, 2 quiet cores of an AMD EPYC with AVX512_BF16,
-# 2026-12-04; docs/learning-log.md). The whole comparison, 2026-12-03 to 12-06 (vitkd 0.4.7,
+# 2026-12-04; experiments/learning-log.md). The whole comparison, 2026-12-03 to 12-06 (vitkd 0.4.7,
 # LibTorch 1.13.0, OpenMPI 4.1): a seed's seven arms about 102 min of training in bf16 on that
 # EPYC (D 30 of them), seed 11's about 5.3 h in fp32; with the convnet teacher (68 min) and
 # jobs/teacher_vit.sh's two candidates (236 min), about 12 h in bf16 on that machine.
@@ -62,7 +62,7 @@ CONFIG=inputs/fmnist-distill-cnn.toml
 mkdir -p "$OUT"
 [ -f "$DATA" ] || "$VITKD" prepare fashion-mnist --out "$DATA" --val-fraction 0.1 --val-seed 1
 # A seed's first run fixes its precision: the one "auto" picks here (bf16 with native bf16, fp32
-# without; docs/learning-log.md, 2026-12-03, fourth session), passed to every arm of the seed.
+# without; experiments/learning-log.md, 2026-12-03, fourth session), passed to every arm of the seed.
 if "$VITKD" bench gemm --auto-only | grep -q '"auto" chooses bf16'; then HERE_PRECISION=bf16; else HERE_PRECISION=fp32; fi
 mkdir -p "$KEEP"
 if [ ! -f "$TEACHER" ] && [ -f "$KEEP/teacher-cnn.pt" ]; then
@@ -80,7 +80,7 @@ for kept in "$KEEP"/*/result.json; do
   [ -f "$OUT/$name/result.json" ] || { mkdir -p "$OUT/$name"; cp "$KEEP/$name"/*.json "$OUT/$name/"; }
 done
 
-# arm_args ARM: the keys over CONFIG that make the arm (docs/learning-log.md's table).
+# arm_args ARM: the keys over CONFIG that make the arm (experiments/learning-log.md's table).
 arm_args() {
   local alone=(--set run.mode=teacher --set model.dist_token=false --set 'teacher.torchscript=""')
   case $1 in

@@ -2,7 +2,7 @@
 # Does distillation pay? The lift of the shipped student recipe
 # (inputs/fmnist-distill.toml: ViT dim 96, depth 4, 32 epochs, augmentation)
 # distilled from an ensemble teacher through a teacher-view cache, against the
-# same student trained alone (docs/results.md, "Distillation from an ensemble of the student itself").
+# same student trained alone (experiments/results.md, "Distillation from an ensemble of the student itself").
 #
 # Stages, each skipped when its result already exists (so the job can be
 # stopped and run again: a stopped training run resumes from its checkpoint):

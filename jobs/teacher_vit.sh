@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The ViT teacher of the comparison's arm D (issue 36, item 2; the rule in
-# docs/learning-log.md, 2026-12-03): candidates written down before any of
+# experiments/learning-log.md, 2026-12-03): candidates written down before any of
 # them ran, each trained from inputs/fmnist-teacher.toml on the training part
 # of data/fmnist-val.h5, evaluated on its validation split every epoch, the
 # test split read once at the end. The candidate with the highest final
@@ -39,7 +39,7 @@ VITKD=build/vitkd
 [ -f "$DATA" ] || "$VITKD" prepare fashion-mnist --out "$DATA" --val-fraction 0.1 --val-seed 1
 mkdir -p "$OUT" "$KEEP"
 
-# candidate_args NAME: the keys over inputs/fmnist-teacher.toml (docs/learning-log.md's table).
+# candidate_args NAME: the keys over inputs/fmnist-teacher.toml (experiments/learning-log.md's table).
 candidate_args() {
   local common=(--set "data.path=\"$DATA\"" --set 'data.eval_split="val"' --set model.drop_path=0.1
                 --set train.epochs=64 --set run.seed=1)

@@ -5,7 +5,7 @@
 // Why not torch::gelu: in LibTorch 1.13 on the 2-core Zen 4 machines the bf16
 // forward of the MLP's [B*T, 4D] activation takes about 2/3 of the time of
 // the fc1 matrix product that feeds it, and the backward twice that (see
-// docs/performance-log.md). These kernels evaluate Phi with a rational
+// experiments/performance-log.md). These kernels evaluate Phi with a rational
 // approximation of erf (absolute error below 1e-7 in fp32, far below bf16's
 // rounding) and exp(-x^2/2) with a degree-6 polynomial, in fp32 registers,
 // for fp32 and bf16 tensors of any shape. Other dtypes go to torch::gelu.
@@ -22,7 +22,7 @@ at::Tensor gelu(const at::Tensor& x);
 /// gelu(z + bias), bias broadcast over z's last dimension ([..., M] and [M]),
 /// in one pass: the MLP computes fc1 as a product without bias and adds the
 /// bias here, which saves addmm's copy of the bias into its output (3.7 % of
-/// the teacher's forward pass, docs/performance-log.md). z is fp32 or bf16 and
+/// the teacher's forward pass, experiments/performance-log.md). z is fp32 or bf16 and
 /// the sum is formed in fp32; bias may be fp32 or bf16. Differentiable in both:
 /// dz = dy * gelu'(z + bias) and dbias = the fp32 sum of dz over all rows, in
 /// a fixed order (the same for any thread count).

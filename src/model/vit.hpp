@@ -83,7 +83,7 @@ struct ViTOutput {
 /// this LibTorch has it and the call is on a GPU or not in bf16; unfused
 /// otherwise. (Measured on an AVX512_BF16/AMX Xeon with LibTorch 2.15, ViT-S/16
 /// shapes, forward + backward: the fused kernel took 1.6-1.7x the time of the
-/// unfused one in bf16 and the same in fp32; docs/performance-log.md.)
+/// unfused one in bf16 and the same in fp32; experiments/performance-log.md.)
 enum class AttentionKernel { Auto, Unfused, Fused };
 /// model.attention ("auto", "fused" or "unfused") for this LibTorch; "fused"
 /// on a LibTorch without the kernel is a UserError naming `origin` (the

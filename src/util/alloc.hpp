@@ -7,7 +7,7 @@
 // (and large blocks are mmap'ed and unmapped), so the next step faults every
 // page in again and the kernel zeroes it: 749k page faults in a 30-step
 // distillation on one rank, 87k with the settings below
-// (docs/performance-log.md). keep_freed_memory() makes freed memory stay in
+// (experiments/performance-log.md). keep_freed_memory() makes freed memory stay in
 // the process: blocks up to 32 MiB (glibc's largest mmap threshold) come
 // from the heap, and the heap is never trimmed. The process then keeps its
 // peak footprint until it exits, which a batch job does anyway.

@@ -97,13 +97,16 @@ check("Where each seed ran: 11: vitkd 0.4.8, 2026-12-11, 2 ranks, fp32, LibTorch
 readme = os.path.join(work, "README.md")
 open(readme, "w").write("# x\n\n<!-- BEGIN analysis/compare_table.py: generated from results/; edit the files, not "
                         "this block -->\nold\n<!-- END analysis/compare_table.py -->\n\nafter\n")
-w = subprocess.run([sys.executable, tool, "--results", results, "--readme", readme, "--write"], capture_output=True, text=True)
-c = subprocess.run([sys.executable, tool, "--results", results, "--readme", readme, "--check"], capture_output=True, text=True)
+w = subprocess.run([sys.executable, tool, "--results", results, "--readme", readme, "--summary", "", "--write"],
+                   capture_output=True, text=True)
+c = subprocess.run([sys.executable, tool, "--results", results, "--readme", readme, "--summary", "", "--check"],
+                   capture_output=True, text=True)
 text = open(readme).read()
 check(w.returncode == 0 and c.returncode == 0 and text.startswith("# x\n\n") and text.endswith("\n\nafter\n")
       and out in text, f"--write then --check agree, the text around the block kept (got {w.returncode}, {c.returncode})")
 open(readme, "w").write(text.replace("| +1.20 |", "| +1.25 |"))
-c = subprocess.run([sys.executable, tool, "--results", results, "--readme", readme, "--check"], capture_output=True, text=True)
+c = subprocess.run([sys.executable, tool, "--results", results, "--readme", readme, "--summary", "", "--check"],
+                   capture_output=True, text=True)
 check(c.returncode == 1 and c.stderr.count("\n") == 1 and "+1.25" in c.stderr and "--write" in c.stderr,
       f"a README figure unlike the files: exit 1, one line naming it (got {c.returncode}: {c.stderr.strip()!r})")
 
@@ -197,5 +200,22 @@ kept(f"{results}/compare/C-s13", 13, 0.934, 1200.0, [(120.0 * i, 0.80 + 0.02 * i
 p = subprocess.run([sys.executable, tool, "--results", results], capture_output=True, text=True)
 check(p.returncode == 2 and p.stderr.count("\n") == 1 and "mismatched recipes: model.dim" in p.stderr and p.stdout == "",
       f"kept runs of another recipe: exit 2, one line, no table (got {p.returncode}: {p.stderr.strip()!r})")
+
+# The repository's own pages: the answer's sentences are generated too, so one figure of the prose
+# edited by hand (in the experiment's page or the top README's short answer) fails the check.
+repo_results = os.path.join(src, "results")
+for page, flag in ((os.path.join(src, "experiments", "distillation", "README.md"), "--readme"),
+                   (os.path.join(src, "README.md"), "--summary")):
+    text = open(page).read()
+    check("by +0.78 points (95 % [+0.35, +1.20])" in text, f"{page}: the answer's C − A sentence is there")
+    copy = os.path.join(work, "edited-" + os.path.basename(os.path.dirname(page)) + ".md")
+    open(copy, "w").write(text.replace("by +0.78 points", "by +0.88 points", 1))
+    args = {"--readme": os.path.join(src, "experiments", "distillation", "README.md"), "--summary": os.path.join(src, "README.md")}
+    args[flag] = copy
+    c = subprocess.run([sys.executable, tool, "--results", repo_results, "--readme", args["--readme"],
+                        "--summary", args["--summary"], "--check"], capture_output=True, text=True)
+    check(c.returncode == 1 and "+0.88" in c.stderr and c.stderr.count("\n") == 1,
+          f"a prose figure of {os.path.relpath(page, src)} edited by hand: exit 1, one line (got {c.returncode}: "
+          f"{c.stderr.strip()!r})")
 
 finish()
