@@ -21,12 +21,16 @@
 #                                     first steps are the first precision's, the checkpoint
 #                                     records the second, the weights stay near either run's
 #   bad_value_is_one_line             precision.compute = "fast": one line naming the key and values
+#   mfu_ceiling_is_kept_once          the MFU ceiling measured by the first run, kept per machine and read
+#                                     by the next (the same figure in the start-up line, result.json and
+#                                     timing.h5); a kept ceiling below the run's own rate: no MFU above 1
+#                                     written, one warning, both figures in result.json
 #   e2e_precision.sh --list | CASE NP ROOT    (tests/lib/common.sh)
 source "$(dirname "$0")/lib/common.sh"
 CASES=(setup auto_records_what_it_chose:setup auto_is_the_same_under_load:setup
        resume_keeps_the_recorded_precision:setup fp32_asks_for_no_probe:setup
        explicit_bf16_warns_once_where_slow:setup bf16_checkpoint_resumes_in_fp32_and_back:setup
-       bad_value_is_one_line:setup)
+       bad_value_is_one_line:setup mfu_ceiling_is_kept_once:setup)
 SETUP=${3-}/setup
 T=(train "$SETUP/tiny.toml")
 export MPI_TIMEOUT=120
@@ -200,6 +204,44 @@ case_bad_value_is_one_line() {
   grep -q '"auto", "bf16", "fp32"' last.log || fail "the error does not list the values"
   [ "$(grep -c 'vitkd: error' last.log)" = 1 ] || fail "not one line"
   [ ! -e x ] || fail "wrote run.out_dir"
+}
+
+case_mfu_ceiling_is_kept_once() {
+  export VITKD_CEILING_FILE=$WORK/ceilings.txt
+  local K=(train.mfu_ceiling=0 train.max_steps=4 train.final_eval=false)
+  tiny_config first.toml "data.path=\"$SETUP/syn.h5\"" "${K[@]}" 'run.out_dir="first"'
+  tiny_config second.toml "data.path=\"$SETUP/syn.h5\"" "${K[@]}" 'run.out_dir="second"'
+  tiny_config low.toml "data.path=\"$SETUP/syn.h5\"" "${K[@]}" 'run.out_dir="low"'
+  LOG=first.log expect 0 vk "$NP" VITKD_CEILING_FILE="$VITKD_CEILING_FILE" train first.toml
+  grep -q "ceiling .* GFLOP/s per core (measured for 1 s, kept in $VITKD_CEILING_FILE)" first.log ||
+    { grep ceiling first.log; fail "the first run did not measure and keep its ceiling"; }
+  [ "$(wc -l < "$VITKD_CEILING_FILE")" = 1 ] || { cat "$VITKD_CEILING_FILE"; fail "not one kept ceiling"; }
+  LOG=second.log expect 0 vk "$NP" VITKD_CEILING_FILE="$VITKD_CEILING_FILE" train second.toml
+  grep -q "GFLOP/s per core (kept in $VITKD_CEILING_FILE)" second.log ||
+    { grep ceiling second.log; fail "the second run measured again"; }
+  # A ceiling kept far too low (as a probe under load would give): no MFU above 1 is written.
+  "$PYTHON" - "$VITKD_CEILING_FILE" <<'PY'
+import sys
+p = sys.argv[1]
+k, v = open(p).read().split()
+open(p, "w").write(f"{k} 1000.0\n")
+PY
+  LOG=low.log expect 0 vk "$NP" VITKD_CEILING_FILE="$VITKD_CEILING_FILE" train low.toml
+  [ "$(grep -c 'above its MFU ceiling' low.log)" = 1 ] || { cat low.log; fail "expected one warning about the ceiling"; }
+  "$PYTHON" - <<'PY'
+import json, h5py
+first, second, low = (json.load(open(f"{d}/result.json")) for d in ("first", "second", "low"))
+assert first["gemm_flops_per_core"] == second["gemm_flops_per_core"] > 0, (first["gemm_flops_per_core"], second["gemm_flops_per_core"])
+assert second["gemm_ceiling_source"].startswith("kept in "), second["gemm_ceiling_source"]
+assert 0 < second["mfu"] <= 1, second["mfu"]
+assert abs(second["mfu"] - second["achieved_flops_per_core"] / second["gemm_flops_per_core"]) < 1e-6 * second["mfu"] + 1e-12
+with h5py.File("second/timing.h5", "r") as f:
+    assert abs(float(f.attrs["gemm_flops_per_core"]) - second["gemm_flops_per_core"]) <= 1e-9 * second["gemm_flops_per_core"]
+assert low["gemm_flops_per_core"] == 1000.0 and low["mfu"] is None and low["mfu_bf16"] is None, low
+assert low["achieved_flops_per_core"] > 1000.0, low["achieved_flops_per_core"]
+print(f"OK: ceiling {second['gemm_flops_per_core'] / 1e9:.1f} GFLOP/s per core kept; MFU {second['mfu']:.3f}; "
+      f"a kept ceiling of 1 kFLOP/s: no MFU, {low['achieved_flops_per_core'] / 1e9:.2f} GFLOP/s per core reached")
+PY
 }
 
 e2e_main "$@"

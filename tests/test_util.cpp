@@ -1,4 +1,9 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "model/gemm_rate.hpp"
 
 #include <cstdlib>
 #include <vector>
@@ -237,4 +242,24 @@ TEST(DeviceChoice, NcclIsKeptWhereAskedAndRefusedInOneLineWithoutNccl) {
     EXPECT_NE(m.find("built without NCCL"), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
+}
+
+// The MFU ceilings kept per machine: one line per key, a key written again
+// replaces its value and keeps the others; a missing file or key reads 0.
+TEST(GemmCeiling, KeptPerKeyAndReplaced) {
+  using vitkd::keep_ceiling;
+  using vitkd::kept_ceiling;
+  const std::string dir = ::testing::TempDir() + "vitkd-ceilings-" + std::to_string(::getpid());
+  const std::string file = dir + "/sub/gemm-ceilings.txt";
+  EXPECT_EQ(kept_ceiling(file, "a"), 0.0);
+  ASSERT_TRUE(keep_ceiling(file, "host1|libtorch-1.13|bf16|cpu|ranks-2|threads-1", 2.5e11));
+  ASSERT_TRUE(keep_ceiling(file, "host2|libtorch-1.13|fp32|cpu|ranks-2|threads-1", 7e10));
+  ASSERT_TRUE(keep_ceiling(file, "host1|libtorch-1.13|bf16|cpu|ranks-2|threads-1", 3e11));
+  EXPECT_EQ(kept_ceiling(file, "host1|libtorch-1.13|bf16|cpu|ranks-2|threads-1"), 3e11);
+  EXPECT_EQ(kept_ceiling(file, "host2|libtorch-1.13|fp32|cpu|ranks-2|threads-1"), 7e10);
+  EXPECT_EQ(kept_ceiling(file, "host1|libtorch-1.13|bf16|cpu|ranks-2|threads-2"), 0.0);
+  std::ifstream in(file);
+  int lines = 0;
+  for (std::string l; std::getline(in, l);) ++lines;
+  EXPECT_EQ(lines, 2);
 }

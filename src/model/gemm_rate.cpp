@@ -1,6 +1,14 @@
 #include "model/gemm_rate.hpp"
 
 #include <torch/cuda.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <vector>
 
 #include "util/timing.hpp"
 
@@ -29,6 +37,50 @@ double gemm_rate(int64_t m, int64_t k, int64_t n, torch::ScalarType dtype, doubl
 double measure_gemm_flops(torch::ScalarType dtype, double seconds, const torch::Device& device) {
   const int64_t s = device.is_cpu() ? 2048 : 8192;
   return gemm_rate(s, s, s, dtype, seconds, device);
+}
+
+std::string ceiling_file() {
+  if (const char* f = std::getenv("VITKD_CEILING_FILE"); f && *f) return f;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/vitkd/gemm-ceilings.txt";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/vitkd/gemm-ceilings.txt";
+}
+
+double kept_ceiling(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string k;
+  double v = 0;
+  while (in >> k >> v)
+    if (k == key && v > 0) return v;
+  return 0;
+}
+
+bool keep_ceiling(const std::string& path, const std::string& key, double flops_per_core) {
+  std::vector<std::pair<std::string, double>> lines;
+  {
+    std::ifstream in(path);
+    std::string k;
+    double v = 0;
+    while (in >> k >> v)
+      if (k != key) lines.emplace_back(k, v);
+  }
+  lines.emplace_back(key, flops_per_core);
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos) {  // the folder, one level at a time (mkdir -p)
+    for (size_t i = 1; i <= slash; ++i)
+      if (i == slash || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    char num[32];
+    for (const auto& [k, v] : lines) {
+      std::snprintf(num, sizeof num, "%.17g", v);  // read back to the same double
+      out << k << ' ' << num << '\n';
+    }
+    if (!out) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
 }  // namespace vitkd

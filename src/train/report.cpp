@@ -1,11 +1,13 @@
 #include "train/report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 
 #include "comm/world.hpp"
 #include "io/json.hpp"
+#include "model/gemm_rate.hpp"
 #include "util/torch_compat.hpp"
 
 namespace vitkd {
@@ -135,6 +137,16 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
   const int64_t mpio_ranks = allreduce_sum(int64_t(mpio_here ? 1 : 0));
   const std::string data_io = mpio_ranks == w.size ? "mpio" : mpio_ranks == 0 ? "serial" : "mixed";
   const bool val = cfg.data_eval_split == "val";  // the evaluations read /val; test once at the end
+  // MFU: the model's matrix-product FLOP/s per core over the ceiling. Above 1
+  // the ceiling is wrong (measured under load, or given too low): no MFU is
+  // written then, only the two figures, with one warning.
+  const double achieved = s.flops_per_sample * ips / (s.plan.threads * w.size);
+  const double mfu = achieved / s.gemm_ceiling;
+  if (w.root() && mfu > 1)
+    std::fprintf(stderr, "vitkd: warning: this run reached %.1f GFLOP/s per core, above its MFU ceiling of %.1f (%s): "
+                 "no MFU written; measure the ceiling again (delete it from %s, or `vitkd bench gemm`) or set "
+                 "train.mfu_ceiling\n", achieved / 1e9, s.gemm_ceiling / 1e9, s.gemm_ceiling_source.c_str(),
+                 ceiling_file().c_str());
   if (w.root()) {
     const bool distill = s.plan.distilling();
     JsonObject r;
@@ -149,7 +161,7 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("samples_trained", st.samples_trained)
         .set("images_per_second", ips)
         .set("parameters", s.spec.parameter_count())
-        .set("mfu_bf16", s.flops_per_sample * ips / (s.gemm_ceiling * s.plan.threads * w.size))
+        .set("mfu_bf16", mfu > 1 ? NAN : mfu)
         .set("flops_per_sample", s.flops_per_sample)
         .set("gemm_bf16_flops_per_core", s.gemm_ceiling)
         .set("samples_kept", st.samples_kept)
@@ -186,8 +198,10 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("compute_reason", s.precision.why)
         .set("reduce", s.precision.reduce)
         .set("bf16_over_fp32_gemm", s.precision.bf16_over_fp32)
-        .set("mfu", s.flops_per_sample * ips / (s.gemm_ceiling * s.plan.threads * w.size))
+        .set("mfu", mfu > 1 ? NAN : mfu)
         .set("gemm_flops_per_core", s.gemm_ceiling)
+        .set("gemm_ceiling_source", s.gemm_ceiling_source)
+        .set("achieved_flops_per_core", achieved)
         .set("data_io", data_io)
         .set("data_io_mpio_ranks", mpio_ranks);
     r.set("phase_seconds_rank0", t.phase_seconds);

@@ -81,6 +81,7 @@ struct TrainSetup {
   double flops_per_sample = 0;       ///< training FLOPs per trained sample (matrix products)
   PrecisionChoice precision;         ///< precision.compute / .reduce as resolved for this hardware
   double gemm_ceiling = 0;           ///< matrix-product FLOP/s per core in precision.compute, the MFU ceiling
+  std::string gemm_ceiling_source;   ///< where gemm_ceiling came from (train.mfu_ceiling, kept, measured)
   std::string teacher_cache_file;    ///< where distill.teacher_cache reads and writes
   /// The teacher-view cache replayed instead of the teacher (distill.teacher_cache
   /// with augmentation, or with a `vitkd teacher-cache` file); null otherwise.
