@@ -83,7 +83,7 @@ struct PathList {
   X(train, log_every_steps, int64_t, 50, "progress line every N steps (rank 0)")           \
   X(train, threads, int64_t, 0, "compute threads per rank (0 = cores / ranks on the node)") \
   X(train, timing_every_steps, int64_t, 50, "append the timing log (timing.h5) every N steps") \
-  X(train, mfu_ceiling, double, 0.0, "matrix-product FLOP/s per core of the compute precision used, for MFU (0 = measure at start-up, about 0.3 s)") \
+  X(train, mfu_ceiling, double, 0.0, "matrix-product FLOP/s per core of the compute precision used, for MFU (0 = measured once per machine for 1 s and kept in $VITKD_CEILING_FILE or ~/.cache/vitkd/gemm-ceilings.txt; docs/file-formats.md)") \
   X(train, label_smoothing, double, 0.0, "label smoothing e in [0, 1) of the cross-entropy against labels (0 = off)") \
   X(train, max_bad_steps, int64_t, 20, "stop (with a diagnostic checkpoint) after N consecutive NaN/Inf steps") \
   X(train, profile_steps, int64_t, 0, "record LibTorch's profiler over N training steps (teacher, student forward and backward, communication, optimizer) and write a Chrome trace per rank (profile-rank0.json, profile-rank1.json, ... in run.out_dir) for analysis/profile_ops.py (0 = off; docs/performance.md)") \
