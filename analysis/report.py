@@ -476,6 +476,10 @@ def analyse(run, skip):
     thr_ = run.threads if ok(run.threads) and run.threads > 0 else None
     A["peak_total"] = ceil * thr_ * R if (ceil and thr_) else None
     A["mfu"] = safe_div(A["flops_total"], A["peak_total"]) if A["peak_total"] else None
+    # Above 1 the ceiling is wrong (measured under load or given too low), not the run: no MFU.
+    A["mfu_above_ceiling"] = ok(A["mfu"]) and A["mfu"] > 1
+    if A["mfu_above_ceiling"]:
+        A["mfu"] = None
 
     # 7. CPU
     if n and run.cpu_user is not None and run.cpu_system is not None:
@@ -957,7 +961,9 @@ def run_section(run, A, label, prefix, out_dir, skip):
             ["achieved FLOP/s, total", si(A["flops_total"], "FLOP/s")],
             ["achieved FLOP/s, per rank", si(A["flops_rank"], "FLOP/s")],
             ["peak (ceiling x threads x ranks)", si(A["peak_total"], "FLOP/s")],
-            ["MFU", pct(A["mfu"], 2) if ok(A["mfu"]) else NA + (" (no GEMM ceiling in the file)" if not A["peak_total"] else "")]]
+            ["MFU", pct(A["mfu"], 2) if ok(A["mfu"]) else NA + (" (no GEMM ceiling in the file)" if not A["peak_total"] else
+                                                              " (the rate reached is above the file's GEMM ceiling)"
+                                                              if A["mfu_above_ceiling"] else "")]]
     L += md_table(["quantity", "value"], info)
     add("")
     if A["flops_rank_busy"] is not None:
