@@ -1,10 +1,12 @@
 #include "data/dataset.hpp"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -113,6 +115,18 @@ DatasetMeta validate_dataset_collective(const std::string& path) {
   }
   error = broadcast_string(error);
   if (!error.empty()) throw UserError(error);
+  // Every rank reads the file, so every node must see it (a path on one
+  // node's local disk, or a shared folder not mounted everywhere): the first
+  // rank that cannot is named, with its host, before anything trains.
+  const int64_t blind = allreduce_min(access(path.c_str(), R_OK) == 0 ? INT64_MAX : world().rank);
+  if (blind != INT64_MAX) {
+    char host[256] = {0};
+    if (world().rank == blind) std::snprintf(host, sizeof host, "%s", world().host.c_str());
+    broadcast_bytes(host, sizeof host, static_cast<int>(blind));
+    throw UserError("data.path " + path + " is not readable on host " + host + " (rank " + std::to_string(blind) +
+                    "), though rank 0 reads it; put the dataset on storage every node mounts, or copy it to the "
+                    "same path on every node first (e.g. sbcast in the job script; docs/cluster.md)");
+  }
   int64_t sizes[8] = {m.height, m.width, m.channels, m.num_classes, m.train_size, m.test_size,
                       static_cast<int64_t>(m.mean.size()), m.val_size};
   broadcast_bytes(sizes, sizeof sizes, 0);

@@ -4,7 +4,9 @@
 #                   test holding a cluster with a job running: no namespace, link, cgroup or
 #                   daemon left
 #   equal           3 nodes x 1 rank, TCP between nodes, started by srun (PMIx) and by
-#                   sbatch jobs/slurm.sbatch: final weights bitwise equal to 3 ranks on one node
+#                   sbatch jobs/slurm.sbatch: final weights bitwise equal to 3 ranks on one node;
+#                   a dataset on one node's disk only: one line naming the first node that cannot
+#                   read it, before anything is written
 #   node_loss       every process of node3 SIGKILLed (its link cut first) mid-run: Slurm marks it
 #                   down, the job (sbatch --no-kill) reruns on the 2 nodes left, resuming from the
 #                   newest checkpoint (3 -> 2 ranks); equal to 3 ranks stopped at that step and
@@ -141,6 +143,16 @@ case_equal() {
   [ "$(hosts_of sbatch)" = "node1 node2 node3" ] || fail "sbatch: the ranks ran on $(hosts_of sbatch), not node1..3"
   cmp_ckpt one/checkpoint.h5 sbatch/checkpoint.h5 --exact || fail "sbatch on 3 nodes: not the weights of 3 ranks on one node"
   echo "ok: sbatch jobs/slurm.sbatch --nodes=3: bitwise equal to 3 ranks on one node"
+  # The dataset on node1's own /tmp only: one line naming the first node that cannot read it.
+  on 1 cp "$S/syn.h5" /tmp/local.h5
+  local rc=0
+  on 1 timeout 60 srun -N3 -n3 --mpi=pmix "$VITKD" train cfg.toml --set data.path=/tmp/local.h5 \
+    --set run.out_dir="$S/local" > local.log 2>&1 || rc=$?
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat local.log; fail "a dataset on one node's disk: exit $rc"; }
+  [ "$(grep -c 'vitkd: error: data.path /tmp/local.h5 is not readable on host node2 (rank 1)' local.log)" = 1 ] ||
+    { cat local.log; fail "a dataset on one node's disk: no one line naming node2"; }
+  [ ! -e "$S/local" ] || fail "a dataset on one node's disk: the run folder was written"
+  echo "ok: a dataset on node1's disk only: one line naming node2, nothing written"
 }
 
 case_node_loss() {
