@@ -12,6 +12,11 @@
 #   missing_size_is_refused
 #   test_fraction_out_of_range_is_refused
 #   training_runs_on_the_folder_dataset    vitkd train finishes on it
+#   validation_split_is_the_rules_carve    --val-fraction: /val is the rule's carve of the file
+#                                          written without it (data/validation.hpp: its
+#                                          source_indices rows), /train the rest in order, /test and
+#                                          the folder's attributes unchanged, mean/std the rest's; a
+#                                          fraction out of range is one line
 #   cmyk_jpegs_and_misnamed_pngs_decode_as_pil
 #                                          CMYK JPEGs (which libjpeg cannot turn into RGB) and a
 #                                          PNG named .jpg are kept, each image byte for byte what
@@ -21,7 +26,7 @@ source "$(dirname "$0")/lib/common.sh"
 CASES=(setup dataset_layout_labels_pixels_match:setup one_class_folder_is_refused:setup
        missing_folder_is_refused:setup missing_size_is_refused:setup
        test_fraction_out_of_range_is_refused:setup training_runs_on_the_folder_dataset:setup
-       cmyk_jpegs_and_misnamed_pngs_decode_as_pil)
+       cmyk_jpegs_and_misnamed_pngs_decode_as_pil validation_split_is_the_rules_carve:setup)
 
 SETUP=${3-}/setup
 export MPI_TIMEOUT=300
@@ -194,6 +199,33 @@ case_training_runs_on_the_folder_dataset() {
     --set train.epochs=2 --set train.mfu_ceiling=1e11
   tail -2 train.log
   grep -q "^done: " train.log || fail "no 'done:' line"
+}
+
+case_validation_split_is_the_rules_carve() {
+  vk "$NP" prepare folder "$SETUP/images" --out "$WORK/val.h5" --size 16 --test-fraction 0.25 --seed 5 \
+    --val-fraction 0.25 --val-seed 3 > prepare.out 2>&1 || { cat prepare.out; fail "prepare folder --val-fraction"; }
+  grep -q "prepare: validation split of" prepare.out || { cat prepare.out; fail "no line about the validation split"; }
+  "$PYTHON" - "$SETUP/folder.h5" "$WORK/val.h5" <<'PY'
+import sys
+import h5py, numpy as np
+plain, val = (h5py.File(p, "r") for p in sys.argv[1:])
+x, y = plain["train/images"][()], plain["train/labels"][()]
+src = val["val/source_indices"][()]
+assert len(src) > 0 and (np.diff(src) > 0).all(), src
+rest = np.setdiff1d(np.arange(len(y)), src)
+assert (val["val/images"][()] == x[src]).all() and (val["val/labels"][()] == y[src]).all()
+assert (val["train/images"][()] == x[rest]).all() and (val["train/labels"][()] == y[rest]).all()
+assert (val["test/images"][()] == plain["test/images"][()]).all()
+for k in range(int(y.max()) + 1):  # round(F * n_k) of each class
+    assert (y[src] == k).sum() == int(np.floor(0.25 * (y == k).sum() + 0.5)), k
+v = x[rest].reshape(-1, 3) / 255.0
+assert np.allclose(val.attrs["mean"], v.mean(0), atol=1e-9), (val.attrs["mean"], v.mean(0))
+assert float(val.attrs["val_fraction"]) == 0.25 and int(val.attrs["val_seed"]) == 3
+for a in ("source", "skipped", "class_names"):
+    assert (np.asarray(val.attrs[a]) == np.asarray(plain.attrs[a])).all(), a
+print(f"OK: {len(src)} of {len(y)} training images carved into /val by the rule; /train the other {len(rest)}")
+PY
+  expect_user_error "--val-fraction" "$VITKD" prepare folder "$SETUP/images" --out "$WORK/x.h5" --size 8 --val-fraction 0.9
 }
 
 e2e_main "$@"

@@ -8,7 +8,7 @@ namespace vitkd {
 namespace cli {
 namespace {
 
-// `prepare fashion-mnist` and `prepare synthetic`: the validation split (data/validation.hpp).
+// `prepare fashion-mnist`, `prepare synthetic` and `prepare folder`: the validation split (data/validation.hpp).
 Flag val_fraction_flag() {
   return Flag::number("val-fraction", "F",
                       "also write a validation split: round(F * n) of each class's n training samples, "
@@ -135,7 +135,8 @@ std::vector<Command> make_commands() {
                     .at_least(0).below(1).default_to(num(folder.test_fraction)),
                 Flag::count("seed", "N", "seed of the train/test split").default_to(std::to_string(folder.seed)),
                 Flag::integer("channels", "C", "channels per pixel: 1 luminance, 3 RGB").one_of({"1", "3"})
-                    .default_to(std::to_string(folder.channels))},
+                    .default_to(std::to_string(folder.channels)),
+                val_fraction_flag(), val_seed_flag()},
                "Every rank decodes a share of the images; unreadable files are reported and skipped."});
   c.push_back({"export", "Write the student of a checkpoint for PyTorch: weights, loader, reference logits.",
                {{"CHECKPOINT.h5", "a checkpoint written by 'vitkd train'"}},

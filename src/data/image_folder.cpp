@@ -16,6 +16,7 @@
 #include <png.h>
 
 #include "data/dataset.hpp"
+#include "data/validation.hpp"
 #include "comm/world.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
@@ -406,6 +407,36 @@ DecodedShare decode_share(const FolderSpec& sp, const std::vector<Item> (&split)
 
 }  // namespace
 
+namespace {
+
+// Reads the written file's splits back, carves the validation split out of
+// /train (data/validation.hpp) and writes the file again with it, keeping
+// the folder's attributes. Returns the validation samples. Rank 0 only.
+int64_t carve_folder_validation(const FolderSpec& sp, const std::vector<std::string>& classes, int64_t skipped,
+                                int64_t S, int64_t C) {
+  DatasetSplit train, test;
+  {
+    H5Lock lock(h5_mutex());
+    H5Obj f = h5_open_read(sp.out, "dataset");
+    h5_read(f, "/train/images", train.images);
+    h5_read(f, "/train/labels", train.labels);
+    h5_read(f, "/test/images", test.images);
+    h5_read(f, "/test/labels", test.labels);
+  }
+  const ValCarve carve =
+      carve_validation(train, S * S * C, static_cast<int64_t>(classes.size()), sp.val_fraction, sp.val_seed);
+  write_dataset(sp.out, carve.train, test, S, S, C, classes, ValRecord{&carve, sp.val_fraction, sp.val_seed});
+  H5Lock lock(h5_mutex());
+  hid_t id = H5Fopen(sp.out.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  if (id < 0) throw RuntimeError("cannot reopen '" + sp.out + "': " + h5_error_message());
+  H5Obj f(id);
+  h5_attr_write(f, "source", sp.dir);
+  h5_attr_write(f, "skipped", skipped);
+  return carve.val.size();
+}
+
+}  // namespace
+
 void prepare_folder(const FolderSpec& sp) {
   const World& w = world();
   const int64_t S = sp.size, C = sp.channels;
@@ -486,6 +517,25 @@ void prepare_folder(const FolderSpec& sp) {
       f.close();
     }
     atomic_replace(sp.out, tmp);
+  }
+  // The validation split, carved on rank 0 from the file just written (the
+  // whole training split in its memory) and the file written again with it.
+  std::string carve_error;
+  int64_t n_val = 0;
+  if (sp.val_fraction > 0 && w.root()) {
+    try {
+      n_val = carve_folder_validation(sp, l.classes, skipped_total, S, C);
+      total[0] -= n_val;
+    } catch (const UserError& e) {
+      carve_error = e.what();
+    }
+  }
+  carve_error = broadcast_string(carve_error);
+  if (!carve_error.empty()) throw UserError(carve_error);
+  if (w.root()) {
+    if (n_val > 0)
+      std::printf("prepare: validation split of %lld samples (--val-fraction %g of each class, --val-seed %llu)\n",
+                  (long long)n_val, sp.val_fraction, (unsigned long long)sp.val_seed);
     std::printf("prepare: wrote %s (folder %s: %lld train, %lld test, %lldx%lldx%lld, %lld classes; "
                 "skipped %lld unreadable or corrupt file(s), ignored %lld other entries; %d rank(s))\n",
                 sp.out.c_str(), sp.dir.c_str(), (long long)total[0], (long long)total[1],

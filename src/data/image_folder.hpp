@@ -37,6 +37,12 @@ struct FolderSpec {
   int64_t channels = 3;        ///< 1 (luminance) or 3 (RGB)
   double test_fraction = 0.1;  ///< share of each class's files that goes to /test, in [0, 1)
   uint64_t seed = 1;
+  /// > 0: a validation split carved from the decoded training split by the
+  /// rule of data/validation.hpp (`--val-fraction`, `--val-seed`), as for the
+  /// other prepare kinds; the mean and std are then the remaining training
+  /// split's.
+  double val_fraction = 0;
+  uint64_t val_seed = 1;
 };
 
 /// A decoded image: uint8 pixels [height, width, channels], row-major.
