@@ -14,8 +14,8 @@
 #   7. a table of every file written
 # Environment: VITKD (default build/vitkd), PYTHON (a Python with torch, timm,
 # safetensors, h5py and PIL; default the venv of jobs/setup-torch2.sh), OUT (default
-# runs/photos-demo, emptied), NP (ranks, 2), PHOTOS, TEACHER_STEPS (20), STEPS (6).
-# The torch2 lane runs it (test torch2.photos_demo). About 5 minutes on 2 cores.
+# runs/photos-demo, emptied), NP (ranks, 2), PHOTOS, TEACHER_STEPS (10, batch 8), STEPS (6).
+# The torch2 lane runs it (test torch2.photos_demo). About 2 minutes on 2 cores.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VITKD=$(realpath "${VITKD:-$ROOT/build/vitkd}")
@@ -25,7 +25,7 @@ PY=${PYTHON:-$(bash "$ROOT/jobs/setup-torch2.sh" | tail -n 1)/bin/python}
   { echo "photos_demo: $PY lacks timm, safetensors, h5py or PIL; run jobs/setup-torch2.sh or set PYTHON" >&2; exit 2; }
 OUT=$(realpath -m "${OUT:-runs/photos-demo}")
 NP=${NP:-2}
-TEACHER_STEPS=${TEACHER_STEPS:-20}
+TEACHER_STEPS=${TEACHER_STEPS:-10}
 STEPS=${STEPS:-6}
 source "$ROOT/jobs/env.sh"
 rm -rf "$OUT" && mkdir -p "$OUT"
@@ -79,7 +79,7 @@ opt = torch.optim.AdamW(m.parameters(), lr=3e-4, weight_decay=0.05)
 rng = np.random.default_rng(0)
 m.train()
 for s in range(steps):
-    idx = rng.choice(len(x), 16, replace=False)
+    idx = rng.choice(len(x), 8, replace=False)
     t, l = rng.integers(0, 33, size=2)  # a random 224 crop of the 256 store, and a flip
     b = torch.from_numpy(x[idx, t:t + 224, l:l + 224, :]).permute(0, 3, 1, 2).float() / 255
     b = ((b.flip(3) if s % 2 else b) - mean) / std
