@@ -62,6 +62,17 @@ bool find_dataset(const CheckpointInfo& info, const std::string& ckpt, const std
   return true;
 }
 
+// The evaluation view the model was trained for (data.crop_pct; timm's
+// pretrained_cfg carries it to timm's transforms): the key's default for a
+// configuration that does not parse (older or foreign).
+double trained_crop_pct(const CheckpointInfo& info, const std::string& ckpt) {
+  try {
+    return parse_config(info.config, ckpt + " (attribute /config)").data_crop_pct;
+  } catch (const UserError&) {
+    return Config{}.data_crop_pct;
+  }
+}
+
 }  // namespace
 
 int export_main(const std::vector<std::string>& args) {
@@ -77,14 +88,7 @@ int export_main(const std::vector<std::string>& args) {
   DatasetMeta meta;
   std::string note;
   const bool have_data = find_dataset(info, ckpt, data, meta, note);
-  // The evaluation view the model was trained for (data.crop_pct; timm's
-  // pretrained_cfg carries it to timm's transforms).
-  double crop_pct = 0.875;
-  try {
-    crop_pct = parse_config(info.config, ckpt + " (attribute /config)").data_crop_pct;
-  } catch (const UserError&) {
-    // an older or foreign configuration: the key's default
-  }
+  const double crop_pct = trained_crop_pct(info, ckpt);
   if (have_data)
     // The model may read views cut from larger stored images (data/transforms).
     check_spec_fits_data(s, meta, "export: the model in " + ckpt, "",

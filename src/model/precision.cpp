@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "comm/world.hpp"
+#include "util/strings.hpp"
 #include "util/timing.hpp"
 
 namespace vitkd {
@@ -34,11 +35,6 @@ double best_call_seconds(torch::ScalarType dtype, double budget) {
   return best;
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 }  // namespace
 

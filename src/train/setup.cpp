@@ -325,6 +325,32 @@ void make_loaders(const Config& cfg, TrainSetup& s) {
   }
 }
 
+// The MFU ceiling, one per machine: train.mfu_ceiling, or measured once for a
+// second with every rank of the node multiplying at once, then kept
+// (model/gemm_rate.hpp) and read by every later run with the same host,
+// LibTorch, precision, device, ranks per node and threads; the start-up line,
+// result.json and the timing log all carry this one figure. Collective.
+void set_mfu_ceiling(const Config& cfg, TrainSetup& s) {
+  const World& w = world();
+  const TrainPlan& plan = s.plan;
+  s.gemm_ceiling = cfg.train_mfu_ceiling;
+  s.gemm_ceiling_source = "train.mfu_ceiling";
+  if (s.gemm_ceiling > 0) return;
+  const auto dtype = plan.bf16 ? torch::kBFloat16 : torch::kFloat32;
+  const std::string file = ceiling_file();
+  const std::string key = w.host + "|libtorch-" + libtorch_version() + "|" + (plan.bf16 ? "bf16" : "fp32") + "|" +
+                          plan.device.str() + "|ranks-" + std::to_string(w.local_size) + "|threads-" +
+                          std::to_string(plan.threads);
+  double mine = kept_ceiling(file, key);
+  const bool kept = allreduce_min(mine > 0 ? 1 : 0) == 1;  // every rank's host has it, or all measure
+  if (!kept) mine = measure_gemm_flops(dtype, 1.0, plan.device) / plan.threads;
+  s.gemm_ceiling = allreduce_sum(mine) / w.size;  // the ranks' mean (one figure for the run)
+  if (!kept && w.local_rank == 0 && !keep_ceiling(file, key, s.gemm_ceiling))
+    std::fprintf(stderr, "vitkd: warning: could not keep the MFU ceiling in %s (measured again next run)\n",
+                 file.c_str());
+  s.gemm_ceiling_source = kept ? "kept in " + file : "measured for 1 s, kept in " + file;
+}
+
 }  // namespace
 
 std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string& origin) {
@@ -408,28 +434,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   // computes in (vitkd bench gemm). On a GPU: the device's rate shared by the
   // rank's threads, so that the ceiling times the threads is the device's
   // rate, as on the CPU.
-  // One ceiling per machine: measured once for a second with every rank of
-  // the node multiplying at once, then kept (model/gemm_rate.hpp) and read by
-  // every later run with the same host, LibTorch, precision, device, ranks
-  // per node and threads; the start-up line, result.json and the timing log
-  // all carry this one figure.
-  s.gemm_ceiling = cfg.train_mfu_ceiling;
-  s.gemm_ceiling_source = "train.mfu_ceiling";
-  if (s.gemm_ceiling <= 0) {
-    const auto dtype = plan.bf16 ? torch::kBFloat16 : torch::kFloat32;
-    const std::string file = ceiling_file();
-    const std::string key = w.host + "|libtorch-" + libtorch_version() + "|" + (plan.bf16 ? "bf16" : "fp32") + "|" +
-                            plan.device.str() + "|ranks-" + std::to_string(w.local_size) + "|threads-" +
-                            std::to_string(plan.threads);
-    double mine = kept_ceiling(file, key);
-    const bool kept = allreduce_min(mine > 0 ? 1 : 0) == 1;  // every rank's host has it, or all measure
-    if (!kept) mine = measure_gemm_flops(dtype, 1.0, plan.device) / plan.threads;
-    s.gemm_ceiling = allreduce_sum(mine) / w.size;  // the ranks' mean (one figure for the run)
-    if (!kept && w.local_rank == 0 && !keep_ceiling(file, key, s.gemm_ceiling))
-      std::fprintf(stderr, "vitkd: warning: could not keep the MFU ceiling in %s (measured again next run)\n",
-                   file.c_str());
-    s.gemm_ceiling_source = kept ? "kept in " + file : "measured for 1 s, kept in " + file;
-  }
+  set_mfu_ceiling(cfg, s);
   // Training FLOPs per trained sample: student forward + backward (3x forward)
   // plus the teacher's forward when distilling (matrix products only).
   s.flops_per_sample = 3.0 * s.spec.forward_flops() + (plan.distilling() ? s.teacher->forward_flops() : 0.0);

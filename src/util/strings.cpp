@@ -1,5 +1,7 @@
 #include "util/strings.hpp"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -31,6 +33,17 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
   // Only suggest something plausibly related.
   if (best_d > std::max<size_t>(3, word.size() / 2)) return "";
   return best;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  const std::string n = nearest(word, candidates);
+  return n.empty() ? std::string() : " (did you mean '" + n + "'?)";
 }
 
 }  // namespace vitkd
