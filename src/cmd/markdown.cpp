@@ -56,8 +56,13 @@ std::string keys_markdown() {
        "| `model.preset` | timm model | dim | depth | heads | parameters at 1000 classes |\n|---|---|---|---|---|---|\n";
   for (const ModelPreset& p : model_presets()) {
     const Config c = parse_config(std::string("[model]\npreset = \"") + p.name + "\"\nclasses = 1000\n", "preset");
-    std::string n = std::to_string(spec_from_config(c).parameter_count());
-    for (int i = static_cast<int>(n.size()) - 3; i > 0; i -= 3) n.insert(static_cast<size_t>(i), ",");
+    // Thousands separated by commas, as timm's and the docs' counts are written.
+    const std::string digits = std::to_string(spec_from_config(c).parameter_count());
+    std::string n;
+    for (size_t i = 0; i < digits.size(); ++i) {
+      if (i > 0 && (digits.size() - i) % 3 == 0) n += ',';
+      n += digits[i];
+    }
     s += "| `\"" + std::string(p.name) + "\"` | `" + p.timm + "` | " + std::to_string(c.model_dim) + " | " +
          std::to_string(c.model_depth) + " | " + std::to_string(c.model_heads) + " | " + n + " |\n";
   }
