@@ -3,7 +3,10 @@
 
     scaling.py predict --calibrate RUN [RUN ...] (--link-gbit G | --link-probe FILE)
                        [--latency-us A] --nodes N [N ...] [--ranks-per-node R]
-                       [--global-batch G] [--algorithm openmpi|ring]
+                       [--global-batch G] [--algorithm openmpi|ring] [--intra-gbyte B]
+    scaling.py predict --compute-ms MS --params N --batch B [--wire bf16]
+                       [--optimizer-ms MS] [--exposed-fraction E] ...   (a projection:
+                       the compute stated, not measured)
     scaling.py check   --calibrate RUN [RUN ...] --runs LINK RUN [RUN ...] [--runs ...]
                        [--latency-us A] [--tolerance 0.15]
 
@@ -20,9 +23,10 @@ The model (all formulas are in the section "the model" below):
   step(p) = compute(p) + e * RS(p) + opt(p) + AR(p) + AG(p) + other
 
   compute(p)  forward + backward (+ teacher, sifting, data wait) of one rank,
-              from the calibration's per-step samples: the step waits for the
-              slowest of p ranks, so the median of the max of p independent
-              draws, i.e. the 0.5^(1/p) quantile of the samples; times
+              from the calibration's per-step samples (each run's steps around
+              its own median, added to the median of the runs' medians): the
+              step waits for the slowest of p ranks, so the median of the max
+              of p independent draws, the 0.5^(1/p) quantile of the samples; times
               b / b_cal when the per-rank batch b differs (cost per sample
               taken as constant)
   RS(p)       the gradients' reduce-scatter, padded parameters x wire bytes
@@ -243,16 +247,20 @@ class Calibration:
         bucket_bytes = float(dist.get("bucket_mb", 25.0)) * (1 << 20)
         self.buckets = max(1, math.ceil(padded_params(self.params, self.world) * 4 / bucket_bytes))
         self.overlap = bool(dist.get("overlap", True))
-        comp, opt, other, comm = [], [], [], []
+        comp, medians, opt, other, comm = [], [], [], [], []
         for r in runs:
             idx = kept_steps(r, skip)
-            c = sum(phase(r, n, idx) for n in COMPUTE_PHASES)   # [steps, ranks]
-            comp.extend(c.ravel().tolist())
+            c = sum(phase(r, n, idx) for n in COMPUTE_PHASES).ravel()   # steps x ranks
+            medians.append(float(np.median(c)))
+            comp.append(c - medians[-1])
             opt.append(float(np.median(phase(r, "optimizer", idx))))
             inside = sum(phase(r, n, idx) for n in ALL_STEP_PHASES)
             other.append(float(np.median(r.wall[idx] - inside)))
             comm.append(float(np.median(phase(r, "comm_wait", idx))))
-        self.compute_samples = comp
+        # Step-to-step jitter within a run (what differs between ranks of one run),
+        # around the median of the runs' medians (a slower hour of a shared machine
+        # moves a whole run, not one rank of it).
+        self.compute_samples = (float(np.median(medians)) + np.concatenate(comp)).tolist()
         self.optimizer = float(np.median(opt))
         self.other = max(0.0, float(np.median(other)))
         self.comm_wait = float(np.median(comm))
@@ -276,6 +284,22 @@ class Calibration:
                 f"({self.exposed_from})")
 
 
+class AssumedCalibration(Calibration):
+    """A calibration stated instead of measured (a projection): one rank's
+    compute per step, the optimizer at one rank, the parameters and wire."""
+
+    def __init__(self, compute_s, params, batch, wire_bytes=4, optimizer_s=0.0, exposed=1.0):
+        self.world, self.params, self.batch, self.wire_bytes = 1, int(params), int(batch), wire_bytes
+        self.compute_samples, self.optimizer, self.other, self.comm_wait = [compute_s], optimizer_s, 0.0, 0.0
+        self.buckets, self.overlap, self.exposed = 0, True, exposed
+        self.exposed_from = "assumed"
+
+    def describe(self):
+        return (f"assumed: compute {self.compute_samples[0] * 1e3:.1f} ms per step at batch {self.batch} per rank, "
+                f"{self.params} parameters, wire {'bf16' if self.wire_bytes == 2 else 'fp32'}, optimizer "
+                f"{self.optimizer * 1e3:.2f} ms at 1 rank, exposed RS fraction {self.exposed:.2f}")
+
+
 def load_runs(dirs):
     return [Run(d) for d in dirs]
 
@@ -294,10 +318,19 @@ def table(header, rows):
 
 
 def cmd_predict(a):
-    cal = Calibration(load_runs(a.calibrate))
     link = (link_from("probe:" + a.link_probe, a.latency_us * 1e-6, a.payload_efficiency) if a.link_probe
             else link_from(a.link_gbit + "gbit", a.latency_us * 1e-6, a.payload_efficiency))
-    cal.measure_exposed(link, a.algorithm, *run_shape(load_runs(a.calibrate[:1])[0]))
+    link["intra_bw"] = a.intra_gbyte * 1e9
+    if a.calibrate:
+        cal = Calibration(load_runs(a.calibrate))
+        cal.measure_exposed(link, a.algorithm, *run_shape(load_runs(a.calibrate[:1])[0]))
+    elif a.compute_ms is not None and a.params and a.batch:
+        cal = AssumedCalibration(a.compute_ms * 1e-3, a.params, a.batch, 2 if a.wire == "bf16" else 4,
+                                 a.optimizer_ms * 1e-3)
+    else:
+        raise ValueError("give --calibrate RUN..., or --compute-ms, --params and --batch")
+    if a.exposed_fraction is not None:
+        cal.exposed, cal.exposed_from = a.exposed_fraction, "given"
     print(cal.describe())
     print(f"link: payload {link['bw'] / 1e6:.2f} MB/s, latency {link['alpha'] * 1e6:.0f} us; algorithm {a.algorithm}")
     rows = []
@@ -372,7 +405,7 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("predict", "check"):
         s = sub.add_parser(name)
-        s.add_argument("--calibrate", nargs="+", required=True, metavar="RUN")
+        s.add_argument("--calibrate", nargs="+", required=name == "check", metavar="RUN")
         s.add_argument("--latency-us", type=float, default=50.0)
         s.add_argument("--payload-efficiency", type=float, default=TCP_PAYLOAD_EFFICIENCY,
                        help="payload / nominal rate of a --link-gbit or LINK rate (default 1448/1514)")
@@ -384,6 +417,13 @@ def main(argv=None):
     p.add_argument("--nodes", type=int, nargs="+", required=True)
     p.add_argument("--ranks-per-node", type=int, default=1)
     p.add_argument("--global-batch", type=int, help="fixed global batch (default: the calibration's per-rank batch)")
+    p.add_argument("--intra-gbyte", type=float, default=10.0, help="bandwidth within a node, GB/s (default 10)")
+    p.add_argument("--exposed-fraction", type=float, help="exposed share of the reduce-scatter (default: as calibrated)")
+    p.add_argument("--compute-ms", type=float, help="instead of --calibrate: one rank's compute per step")
+    p.add_argument("--params", type=int, help="with --compute-ms: parameters")
+    p.add_argument("--batch", type=int, help="with --compute-ms: per-rank batch of that compute")
+    p.add_argument("--wire", choices=("fp32", "bf16"), default="fp32", help="with --compute-ms: gradient wire type")
+    p.add_argument("--optimizer-ms", type=float, default=0.0, help="with --compute-ms: AdamW at one rank")
     c = sub.choices["check"]
     c.add_argument("--runs", nargs="+", action="append", required=True, metavar=("LINK", "RUN"))
     c.add_argument("--tolerance", type=float, default=0.15)

@@ -13,7 +13,8 @@ out, not taken from the model), so a changed formula fails a check:
              (p-1)/p*B/bw + ceil(log2 p)*alpha
   overlap    exposed fraction 1 with one bucket or no overlap, 1/k with k
              buckets, comm_wait / RS when a calibration run has 2 ranks
-  slowest    the slowest of p ranks: the 0.5^(1/p) quantile of the samples
+  slowest    the slowest of p ranks: the 0.5^(1/p) quantile of the samples, each run's
+             steps taken around its own median (two runs of constant 50 and 70 ms: 60)
   cal1/      a 1-rank run (20 steps: forward 20 ms, backward 40 ms,
              optimizer 2 ms, 1 ms outside the phases; 1000 parameters, batch 8)
              predicted at 2 nodes over 100 Mbit/s and 50 us: step and images/s
@@ -160,6 +161,14 @@ ca = S.Calibration([S.Run(st_alt)])
 check(close(S.predict_step(ca, 1, 1, link, "openmpi")["compute"], 0.060)
       and close(S.predict_step(ca, 2, 1, link, "openmpi")["compute"], 0.070),
       "jitter: compute 50/70 ms alternating: 60 ms at 1 rank (median), 70 ms at 2 (the slower is 70)")
+
+# Jitter is within a run: two runs of constant compute, 50 and 70 ms (a machine busier
+# during one), give 60 ms at any p, not the slower run's 70.
+ra = write_run(os.path.join(WORK, "run50"), ranks=1, fwd=0.020, bwd=0.030, opt=0.002, outside=0.001)
+rb = write_run(os.path.join(WORK, "run70"), ranks=1, fwd=0.020, bwd=0.050, opt=0.002, outside=0.001)
+cab = S.Calibration([S.Run(ra), S.Run(rb)])
+check(close(S.predict_step(cab, 3, 1, link, "openmpi")["compute"], 0.060),
+      "jitter within runs: runs of 50 and 70 ms give 60 ms at 3 ranks (the drift between runs is no jitter)")
 
 # ---- the commands ----
 for name, factor in (("meas_ok", 1.05), ("meas_bad", 1.30)):

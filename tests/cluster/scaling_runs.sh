@@ -11,7 +11,7 @@
 #     REPS   rounds (default 3)     STEPS  training steps per run (default 30)
 #   Environment: VITKD (the binary), PYTHON (with h5py), SCALING_CPU_PCT
 #   (default 30: every node's processes get that % of one CPU, see below),
-#   SCALING_TCP (default "cubic": see below; "system" leaves the nodes' TCP
+#   SCALING_TCP (default "reno": see below; "system" leaves the nodes' TCP
 #   settings as the machine's), SCALING_MODEL (model keys, default dim 64,
 #   depth 4, 32x32x3, batch 32).
 #
@@ -23,21 +23,24 @@
 # Why a CPU quota on every node: the simulated nodes share this machine's
 # cores (2 here), so without one, 3 nodes of one rank each would compute
 # slower than 1 node does, which no scaling model of real nodes should
-# predict. With 30 % of one CPU per node (cgroup v1 cfs quota, 2 ms
+# predict. With 30 % of one CPU per node (cgroup v1 cfs quota, 5 ms
 # period), 3 nodes take 0.9 cores: each node computes alike at 1, 2 and 3
-# nodes, as long as the machine has that much CPU free (a 2-job build beside
-# them leaves each node's cgroup about 40 %).
+# nodes, as long as the machine has that much CPU free; each node's cgroup
+# has 8 times a task's CPU weight, so that a build beside it does not take
+# the node's quota (it takes what the quota leaves: 1.1 of 2 cores).
 #
-# Why CUBIC without slow start after idle on the nodes (per-namespace sysctls,
-# SCALING_TCP=cubic): this machine's default is BBR, whose window is about
+# Why Reno without slow start after idle on the nodes (per-namespace sysctls,
+# SCALING_TCP=reno): this machine's default is BBR, whose window is about
 # twice the bandwidth-delay product. The veths' RTT is about 30 us, so BBR
 # keeps a few packets in flight, and when both directions of a shaped link
 # carry data (an all-gather), the ACKs wait behind the other direction's
-# packets in the tbf queue and each direction gets well below the rate (2026-12-06:
-# all-gather 1.2x to 1.6x slower than the rate gives, a one-way transfer at
-# the rate). With CUBIC the window grows until the path is full, and without
-# the restart after idle it stays so from one step to the next, as an MPI
-# cluster's TCP is usually set up.
+# packets in the tbf queue and each direction gets well below the rate
+# (2026-12-06, 50 % CPU per node: all-gather 1.25x (2 nodes) and 1.6x (3
+# nodes) slower than the rate gives, while a one-way transfer gets the rate).
+# A loss-based window (Reno: a namespace may choose only what
+# net.ipv4.tcp_allowed_congestion_control allows, here reno and bbr) grows
+# until the path is full, and without the restart after idle it stays so from
+# one step to the next, as an MPI cluster's TCP is usually set up.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 source "$SRC/tests/cluster/lib.sh"
@@ -49,7 +52,7 @@ COUNTS=${3:-"1 2 3"}
 REPS=${4:-3}
 STEPS=${5:-30}
 PCT=${SCALING_CPU_PCT:-30}
-TCP=${SCALING_TCP:-cubic}
+TCP=${SCALING_TCP:-reno}
 MODEL=${SCALING_MODEL:-"model.image_size=32 model.channels=3 model.patch=4 model.dim=64 model.depth=4 model.heads=4 model.mlp_ratio=4.0 model.classes=10 data.batch_size=32"}
 case $WORK/ in /tmp/*) echo "WORK $WORK is under /tmp (each node has its own)" >&2; exit 2 ;; esac
 why=$(cluster_can) || { echo "scaling_runs: cannot make a cluster here: $why" >&2; exit 77; }
@@ -73,14 +76,15 @@ cluster_mpi_env
 for k in $(seq "$max"); do
   cg=$CLUSTER_CGROUP_ROOT/${CID}n$k
   mkdir -p "$cg"
-  echo 2000 > "$cg/cpu.cfs_period_us"
-  echo $((PCT * 20)) > "$cg/cpu.cfs_quota_us"
+  echo 5000 > "$cg/cpu.cfs_period_us"
+  echo $((PCT * 50)) > "$cg/cpu.cfs_quota_us"  # at least 1 ms: PCT >= 20
+  echo 8192 > "$cg/cpu.shares"  # so that the node gets its quota beside other work (8 x a task's weight)
   for p in $(ip netns pids "${CID}n$k"); do echo "$p" > "$cg/cgroup.procs" 2> /dev/null || true; done
 done
 
-if [ "$TCP" = cubic ]; then
+if [ "$TCP" = reno ]; then
   for k in $(seq "$max"); do
-    ip netns exec "${CID}n$k" sysctl -q -w net.ipv4.tcp_congestion_control=cubic net.ipv4.tcp_slow_start_after_idle=0
+    ip netns exec "${CID}n$k" sysctl -q -w net.ipv4.tcp_congestion_control=reno net.ipv4.tcp_slow_start_after_idle=0
   done
 fi
 
