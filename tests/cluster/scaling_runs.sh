@@ -143,6 +143,7 @@ else:
 in_cgroup() { # K CMD...: CMD on node K inside its cpu cgroup
   local k=$1
   shift
+  # shellcheck disable=SC2016 # $$ and "$@" are the inner shell's
   node_exec "$CL" "$k" bash -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' x \
     "$CLUSTER_CGROUP_ROOT/${CID}n$k" "$@"
 }
