@@ -37,26 +37,7 @@ step "1. the photos"
 PHOTOS=${PHOTOS:-}
 if [ -z "$PHOTOS" ]; then
   PHOTOS=$OUT/photos
-  "$PY" - "$PHOTOS" <<'PY'
-import os, sys
-import numpy as np
-from PIL import Image
-root, rng = sys.argv[1], np.random.default_rng(7)
-colours = [(200, 40, 40), (40, 180, 60), (50, 60, 210), (220, 200, 40)]
-for k, c in enumerate(colours):  # a coloured disc on a textured background, per class
-    d = os.path.join(root, f"class{k}")
-    os.makedirs(d)
-    for i in range(40):
-        w, h = (int(v) for v in rng.integers(240, 331, size=2))
-        img = rng.integers(60, 140, size=(h, w, 3)).astype(np.float32)
-        yy, xx = np.mgrid[0:h, 0:w]
-        r = rng.uniform(0.15, 0.35) * min(h, w)
-        cy, cx = rng.uniform(0.35, 0.65) * h, rng.uniform(0.35, 0.65) * w
-        img[(yy - cy) ** 2 + (xx - cx) ** 2 < r * r] = 0.7 * np.array(c, np.float32) + 0.3 * img[(yy - cy) ** 2 + (xx - cx) ** 2 < r * r]
-        im = Image.fromarray(img.clip(0, 255).astype(np.uint8))
-        im.save(os.path.join(d, f"p{i}.png" if i % 4 == 0 else f"p{i}.jpg"), **({} if i % 4 == 0 else {"quality": 90}))
-print(f"photos_demo: generated 160 photos of 4 classes in {root}")
-PY
+  "$PY" "$ROOT/jobs/lib/make_photos.py" "$PHOTOS" --per-class 40 --seed 7
 fi
 
 step "2. prepare at 256"

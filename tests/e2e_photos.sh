@@ -55,31 +55,8 @@ photo_config() {
 }
 
 case_setup() {
-  "$PYTHON" - "$WORK/images" <<'PY'
-import os, sys
-import numpy as np
-from PIL import Image
-root, rng = sys.argv[1], np.random.default_rng(3)
-# Four classes: a coloured disc on a textured background, at a random place
-# and size, in photos of 240..330 pixels a side.
-colours = [(200, 40, 40), (40, 180, 60), (50, 60, 210), (220, 200, 40)]
-for k, c in enumerate(colours):
-    d = os.path.join(root, f"class{k}")
-    os.makedirs(d)
-    for i in range(60):
-        w, h = (int(v) for v in rng.integers(240, 331, size=2))
-        img = rng.integers(60, 140, size=(h, w, 3)).astype(np.float32)
-        yy, xx = np.mgrid[0:h, 0:w]
-        r = rng.uniform(0.15, 0.35) * min(h, w)
-        cy, cx = rng.uniform(0.35, 0.65) * h, rng.uniform(0.35, 0.65) * w
-        disc = (yy - cy) ** 2 + (xx - cx) ** 2 < r * r
-        img[disc] = 0.7 * np.array(c, np.float32) + 0.3 * img[disc]
-        im = Image.fromarray(img.clip(0, 255).astype(np.uint8))
-        if i % 4 == 0:
-            im.save(os.path.join(d, f"p{i}.png"))
-        else:
-            im.save(os.path.join(d, f"p{i}.jpg"), quality=90)
-PY
+  # Four classes of 60 photos (jobs/lib/make_photos.py, seed 3).
+  "$PYTHON" "$SRC/jobs/lib/make_photos.py" "$WORK/images" --per-class 60 --seed 3 > /dev/null
   LOG=prepare.log expect 0 vk "$NP" prepare folder "$WORK/images" --out "$WORK/photos.h5" --size 256 \
     --test-fraction 0.25 --seed 5
   photo_config teacher.toml "$NP" 'run.out_dir="teacher"' model.depth=2 train.epochs=3

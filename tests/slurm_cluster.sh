@@ -26,6 +26,7 @@
 # VITKD_SLURM_SCRIPT: another job script to test than $SRC/jobs/slurm.sbatch.
 #   slurm_cluster.sh WORK
 source "$(dirname "$0")/lib/common.sh"
+source "$(dirname "$0")/lib/slurm.sh"
 [ $# -eq 1 ] || fail "usage: $0 WORK"
 : "${VITKD:?}" "${SRC:?}" "${PYTHON:?}"
 WORK=$1
@@ -101,16 +102,7 @@ SlurmdPidFile=$W/slurmd.pid
 SlurmctldLogFile=$W/log/slurmctld.log
 SlurmdLogFile=$W/log/slurmd.log
 SlurmdParameters=config_overrides
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MpiDefault=none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-ReturnToService=2
+$(slurm_conf_test_cluster)
 KillWait=10
 MinJobAge=600
 InactiveLimit=0

@@ -20,6 +20,7 @@
 # the cluster's directory), so that two clusters (different CL) can coexist.
 # Addresses: 10.213.0.K/24 on node K, on a bridge with no address on the host:
 # nothing reaches the host's own network.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/slurm.sh"
 CLUSTER_NET=10.213.0
 CLUSTER_CTLD_PORT=6917
 CLUSTER_SLURMD_PORT=6918
@@ -139,16 +140,7 @@ SlurmdPidFile=$cl/nodes/%n/slurmd.pid
 SlurmctldLogFile=$cl/log/slurmctld.log
 SlurmdLogFile=$cl/log/slurmd.%n.log
 SlurmdParameters=config_overrides
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MpiDefault=none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-ReturnToService=2
+$(slurm_conf_test_cluster)
 SlurmdTimeout=6
 MessageTimeout=5
 KillWait=5

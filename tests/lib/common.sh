@@ -194,3 +194,4 @@ e2e_main() {
   "case_$CASE"
   echo "OK: $CASE at $NP rank(s)"
 }
+

@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""A folder of generated photos for the photo workload's tests and demo.
+
+    python3 jobs/lib/make_photos.py ROOT [--per-class N] [--seed S]
+
+Four classes (ROOT/class0..class3): a coloured disc (the class's colour) on a
+textured background, at a random place and size, in photos of 240 to 330
+pixels a side; every fourth a PNG, the others JPEG at quality 90. Needs numpy
+and PIL.
+"""
+import argparse
+import os
+
+import numpy as np
+from PIL import Image
+
+COLOURS = [(200, 40, 40), (40, 180, 60), (50, 60, 210), (220, 200, 40)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("root")
+    ap.add_argument("--per-class", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=3)
+    a = ap.parse_args()
+    rng = np.random.default_rng(a.seed)
+    for k, c in enumerate(COLOURS):
+        d = os.path.join(a.root, f"class{k}")
+        os.makedirs(d)
+        for i in range(a.per_class):
+            w, h = (int(v) for v in rng.integers(240, 331, size=2))
+            img = rng.integers(60, 140, size=(h, w, 3)).astype(np.float32)
+            yy, xx = np.mgrid[0:h, 0:w]
+            r = rng.uniform(0.15, 0.35) * min(h, w)
+            cy, cx = rng.uniform(0.35, 0.65) * h, rng.uniform(0.35, 0.65) * w
+            disc = (yy - cy) ** 2 + (xx - cx) ** 2 < r * r
+            img[disc] = 0.7 * np.array(c, np.float32) + 0.3 * img[disc]
+            im = Image.fromarray(img.clip(0, 255).astype(np.uint8))
+            if i % 4 == 0:
+                im.save(os.path.join(d, f"p{i}.png"))
+            else:
+                im.save(os.path.join(d, f"p{i}.jpg"), quality=90)
+    print(f"make_photos: {len(COLOURS) * a.per_class} photos of {len(COLOURS)} classes in {a.root}")
+
+
+if __name__ == "__main__":
+    main()
