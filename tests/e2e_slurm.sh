@@ -11,7 +11,8 @@
 #                                           any MPI launcher: they checkpoint after their first
 #                                           step, exit 75, the job requeues and the next run resumes
 #   srun_mpi_plugin_is_chosen               srun --mpi=pmix unless SLURM_MPI_TYPE says otherwise
-#   missing_configuration_is_usage          no configuration, or a file that does not exist: exit 2
+#   missing_configuration_is_usage          no configuration, or a file that does not exist, no ranks
+#                                           (SLURM_NTASKS=0), no vitkd binary: exit 2, one line
 #   e2e_slurm.sh --list | CASE NP ROOT    (tests/lib/common.sh)
 source "$(dirname "$0")/lib/common.sh"
 CASES=(term_is_a_cancel_not_a_requeue usr1_during_start_up_is_kept srun_mpi_plugin_is_chosen
@@ -138,6 +139,15 @@ case_missing_configuration_is_usage() {
   SLURM_SUBMIT_DIR="$WORK" bash "$SRC/jobs/slurm.sbatch" nosuch.toml > missing.log 2>&1 || rc=$?
   [ "$rc" = 2 ] && [ "$(wc -l < missing.log)" = 1 ] && grep -q "no configuration file 'nosuch.toml'" missing.log ||
     { cat missing.log; fail "a missing configuration file: exit $rc, not one line and 2"; }
+  echo "[run]" > ok.toml
+  rc=0
+  SLURM_SUBMIT_DIR="$WORK" SLURM_NTASKS=0 bash "$SRC/jobs/slurm.sbatch" ok.toml > zero.log 2>&1 || rc=$?
+  [ "$rc" = 2 ] && [ "$(wc -l < zero.log)" = 1 ] && grep -q "SLURM_NTASKS=0 gives no ranks to run" zero.log ||
+    { cat zero.log; fail "no ranks: exit $rc, not one line and 2"; }
+  rc=0
+  SLURM_SUBMIT_DIR="$WORK" VITKD="$WORK/no/vitkd" bash "$SRC/jobs/slurm.sbatch" ok.toml > nobin.log 2>&1 || rc=$?
+  [ "$rc" = 2 ] && [ "$(wc -l < nobin.log)" = 1 ] && grep -q "no vitkd at '$WORK/no/vitkd' on $(hostname)" nobin.log ||
+    { cat nobin.log; fail "no binary: exit $rc, not one line and 2"; }
 }
 
 e2e_main "$@"
