@@ -49,21 +49,13 @@ torch::Tensor ShardedAdamW::step_async(const AdamWHyper& h, double clip, PhaseTi
       flat_.grads.mul_(1.0f / static_cast<float>(world().size));
     }
   }
-  torch::Tensor norm, sq;
+  torch::Tensor norm;
   {
     ScopedPhase ph(times, Phase::Optimizer);
-    sq = opt_.grad_sq_norm_tensor(grad);
-  }
-  if (sharded_ && world().size > 1) {
-    // The norm's sum over the shards waits for the slowest rank, as the
-    // buckets do: timed as communication, so that a rank waiting for a slow
-    // one shows it there and not as optimizer work (analysis/report.py).
-    ScopedPhase ph(times, Phase::CommWait);
-    if (!(sq.is_cuda() && comm_.allreduce_sum_on_device(sq.data_ptr<double>(), 1)))
+    torch::Tensor sq = opt_.grad_sq_norm_tensor(grad);
+    if (sharded_ && world().size > 1 &&
+        !(sq.is_cuda() && comm_.allreduce_sum_on_device(sq.data_ptr<double>(), 1)))
       sq = torch::scalar_tensor(allreduce_sum(sq.item<double>()), sq.options());
-  }
-  {
-    ScopedPhase ph(times, Phase::Optimizer);
     norm = sq.sqrt();
     const StepGate gate = clip_gate(norm, clip);
     // The host kernel: a non-finite norm returns here on every rank (the
