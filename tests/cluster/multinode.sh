@@ -6,7 +6,8 @@
 #   equal           3 nodes x 1 rank, TCP between nodes, started by srun (PMIx) and by
 #                   sbatch jobs/slurm.sbatch: final weights bitwise equal to 3 ranks on one node;
 #                   a dataset on one node's disk only: one line naming the first node that cannot
-#                   read it, before anything is written
+#                   read it, before anything is written; the binary on one node only: one line
+#                   naming a node without it (each such node's, as far as srun lets them finish)
 #   node_loss       every process of node3 SIGKILLed (its link cut first) mid-run: Slurm marks it
 #                   down, the job (sbatch --no-kill) reruns on the 2 nodes left, resuming from the
 #                   newest checkpoint (3 -> 2 ranks); equal to 3 ranks stopped at that step and
@@ -153,6 +154,22 @@ case_equal() {
     { cat local.log; fail "a dataset on one node's disk: no one line naming node2"; }
   [ ! -e "$S/local" ] || fail "a dataset on one node's disk: the run folder was written"
   echo "ok: a dataset on node1's disk only: one line naming node2, nothing written"
+  # The binary on node1's own /tmp only: the job script's one line for each node without it.
+  on 1 cp "$VITKD" /tmp/vitkd-local
+  id=$(VITKD=/tmp/vitkd-local submit -o nobin.out --nodes=3 --ntasks-per-node=1 "$SRC/jobs/slurm.sbatch" cfg.toml \
+       --set run.out_dir="$S/nobin") || fail "sbatch"
+  st=$(wait_job "$id")
+  [ "$st" = FAILED ] || { cat nobin.out; fail "a binary on one node only: the job ended $st, not FAILED"; }
+  # The first node to fail says so; srun then stops the step, which may cut
+  # the other's line short: one or two lines, each naming node2 or node3.
+  local lines
+  lines=$(grep -c "^vitkd job: no vitkd at /tmp/vitkd-local on " nobin.out || true)
+  [ "$lines" -ge 1 ] && [ "$lines" -le 2 ] &&
+    [ "$(grep -c "^vitkd job: no vitkd at /tmp/vitkd-local on node[23];" nobin.out)" = "$lines" ] &&
+    [ "$(grep -c "^vitkd job: no vitkd at /tmp/vitkd-local on node2;" nobin.out)" -le 1 ] &&
+    [ "$(grep -c "^vitkd job: no vitkd at /tmp/vitkd-local on node3;" nobin.out)" -le 1 ] ||
+    { cat nobin.out; fail "a binary on one node only: not one line for each node without it (node2, node3)"; }
+  echo "ok: a binary on node1's disk only: $lines line(s) naming the node(s) without it, the job FAILED"
 }
 
 case_node_loss() {
