@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vitkd_model  # noqa: E402
 
 FORMAT, VERSION = "vitkd-checkpoint", 1
-# vitkd's model.preset (src/config/config.cpp, model_presets()).
+# vitkd's model.preset (src/config/presets.cpp, model_presets()).
 PRESETS = {"vit_ti16": (192, 12, 3), "vit_s16": (384, 12, 6), "vit_b16": (768, 12, 12),
            "vit_l16": (1024, 24, 16)}
 KEYS = {"image_size": int, "channels": int, "patch": int, "dim": int, "depth": int, "heads": int,
