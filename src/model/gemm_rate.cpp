@@ -1,15 +1,14 @@
 #include "model/gemm_rate.hpp"
 
 #include <torch/cuda.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <vector>
 
+#include "util/fs.hpp"
 #include "util/timing.hpp"
 
 namespace vitkd {
@@ -65,11 +64,7 @@ bool keep_ceiling(const std::string& path, const std::string& key, double flops_
       if (k != key) lines.emplace_back(k, v);
   }
   lines.emplace_back(key, flops_per_core);
-  const size_t slash = path.rfind('/');
-  if (slash != std::string::npos) {  // the folder, one level at a time (mkdir -p)
-    for (size_t i = 1; i <= slash; ++i)
-      if (i == slash || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
-  }
+  if (!make_dirs(parent_dir(path))) return false;
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp);
