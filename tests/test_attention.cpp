@@ -228,13 +228,13 @@ TEST(FusedAttention, Bf16TrainingTrajectoryAgreesWithinBf16Rounding) {
 }
 
 TEST(AttentionKernel, SettingResolvesForThisLibTorch) {
-  EXPECT_EQ(attention_kernel("unfused", "x.toml"), AttentionKernel::Unfused);
-  EXPECT_EQ(attention_kernel("auto", "x.toml"), AttentionKernel::Auto);
+  EXPECT_EQ(attention_kernel(AttentionKernel::Unfused, "x.toml"), AttentionKernel::Unfused);
+  EXPECT_EQ(attention_kernel(AttentionKernel::Auto, "x.toml"), AttentionKernel::Auto);
   EXPECT_EQ(ViT(Spec::tiny())->blocks[0]->as<Block>()->attn->kernel, AttentionKernel::Auto);
-  const std::string err = test::user_error_of([] { attention_kernel("fused", "x.toml"); });
+  const std::string err = test::user_error_of([] { attention_kernel(AttentionKernel::Fused, "x.toml"); });
   if (has_fused_attention()) {
     EXPECT_EQ(err, "");
-    EXPECT_EQ(attention_kernel("fused", "x.toml"), AttentionKernel::Fused);
+    EXPECT_EQ(attention_kernel(AttentionKernel::Fused, "x.toml"), AttentionKernel::Fused);
   } else {  // one line: what, where, how to fix
     EXPECT_NE(err.find("x.toml: model.attention = \"fused\" needs LibTorch 2.1"), std::string::npos) << err;
     EXPECT_NE(err.find("set model.attention = \"auto\" or \"unfused\""), std::string::npos) << err;
@@ -385,7 +385,7 @@ TEST(DropPath, ConfigKeysAreCheckedInOneLine) {
     EXPECT_NE(e.find("t.toml: invalid value for 'model.drop_path': must lie in [0, 1)"), std::string::npos) << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
-  EXPECT_EQ(parse_config("", "t.toml").model_attention, "auto");
+  EXPECT_EQ(parse_config("", "t.toml").model_attention, AttentionKernel::Auto);
   const std::string e = error_of("[model]\nattention = \"fuse\"\n");
   EXPECT_NE(e.find("'model.attention': \"fuse\" is not one of \"auto\", \"fused\", \"unfused\""),
             std::string::npos) << e;

@@ -25,11 +25,11 @@ std::string error_of(const std::string& toml, const std::vector<std::string>& ov
 
 TEST(Config, DefaultsComeFromTheTable) {
   Config c = parse_config("", "empty.toml");
-  EXPECT_EQ(c.run_mode, "teacher");
+  EXPECT_EQ(c.run_mode, RunMode::Teacher);
   EXPECT_EQ(c.data_batch_size, 64);
   EXPECT_EQ(c.model_patch, 4);
   EXPECT_DOUBLE_EQ(c.distill_temperature, 4.0);
-  EXPECT_EQ(c.precision_compute, "auto");
+  EXPECT_EQ(c.precision_compute, Precision::Auto);
   // Every key appears in the key list with its default.
   bool found = false;
   for (const auto& k : config_keys())
@@ -101,6 +101,51 @@ TEST(Config, EchoParsesBackToTheSameConfig) {
   EXPECT_EQ(config_to_toml(c), config_to_toml(d));
   EXPECT_EQ(d.model_dim, 48);
   EXPECT_EQ(d.run_out_dir, "a b/c");
+}
+
+// Every word of every choice (config/choices.cpp) parses to its value and
+// echoes as itself; a word of no value is one line listing the choice's words.
+template <class E> void expect_words_round_trip(const char* key, E Config::*field) {
+  for (const std::string& w : choice_words<E>()) {
+    // (a teacher named and augmentation on, which distill mode and a policy need)
+    const Config c =
+        parse_config("", "t.toml", {"teacher.checkpoint=t.h5", "data.augment=true", std::string(key) + "=" + w});
+    EXPECT_EQ(choice_name(c.*field), w) << key;
+    EXPECT_NE(config_to_toml(c).find(std::string(key).substr(std::string(key).find('.') + 1) + " = \"" + w + "\""),
+              std::string::npos) << key << " = " << w;
+  }
+  const std::string e = error_of("", {std::string(key) + "=no_such_word"});
+  EXPECT_NE(e.find(std::string("invalid value for '") + key + "': \"no_such_word\" is not one of " +
+                   choice_list<E>()), std::string::npos) << e;
+}
+
+TEST(Config, EveryChoiceWordParsesAndEchoesAsItself) {
+  expect_words_round_trip("run.mode", &Config::run_mode);
+  expect_words_round_trip("run.device", &Config::run_device);
+  expect_words_round_trip("data.crop", &Config::data_crop);
+  expect_words_round_trip("data.policy", &Config::data_policy);
+  expect_words_round_trip("data.transfer", &Config::data_transfer);
+  expect_words_round_trip("data.eval_split", &Config::data_eval_split);
+  expect_words_round_trip("data.io", &Config::data_io);
+  expect_words_round_trip("model.init", &Config::model_init);
+  expect_words_round_trip("model.decay", &Config::model_decay);
+  expect_words_round_trip("model.attention", &Config::model_attention);
+  expect_words_round_trip("distill.kind", &Config::distill_kind);
+  expect_words_round_trip("sift.criterion", &Config::sift_criterion);
+  expect_words_round_trip("sift.scope", &Config::sift_scope);
+  expect_words_round_trip("dist.backend", &Config::dist_backend);
+  expect_words_round_trip("dist.sharding", &Config::dist_sharding);
+  expect_words_round_trip("precision.compute", &Config::precision_compute);
+  expect_words_round_trip("precision.reduce", &Config::precision_reduce);
+  // A value vitkd resolves to but never reads from a configuration.
+  EXPECT_NE(error_of("", {"dist.backend=local"}).find("is not one of \"auto\", \"mpi\", \"nccl\""),
+            std::string::npos);
+  // checkpoint.resume: its words, or any other string as a path.
+  EXPECT_EQ(parse_config("", "t.toml", {"checkpoint.resume=never"}).checkpoint_resume.kind, ResumeKind::Never);
+  const Config p = parse_config("", "t.toml", {"checkpoint.resume=runs/a/checkpoint.h5"});
+  EXPECT_EQ(p.checkpoint_resume.kind, ResumeKind::Path);
+  EXPECT_EQ(p.checkpoint_resume.path, "runs/a/checkpoint.h5");
+  EXPECT_NE(config_to_toml(p).find("resume = \"runs/a/checkpoint.h5\""), std::string::npos);
 }
 
 TEST(Config, NonUtf8BareWordOverrideIsRefused) {

@@ -88,7 +88,7 @@ TEST(Json, WriteReplacesTheFileWhole) {
 namespace {
 TimingLogAttrs attrs() {
   TimingLogAttrs a;
-  a.mode = "distill";
+  a.mode = RunMode::Distill;
   a.model = "ViT dim 16";
   a.parameters = 1099;
   a.teacher_parameters = 18404;

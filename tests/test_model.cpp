@@ -340,48 +340,48 @@ TEST(Precision, AutoFollowsTheRuleWhateverTheProbeMeasures) {
   // The probe's ratio (a busy machine reads anything) never flips "auto":
   // ratios measured with vitkd bench gemm on idle and loaded machines.
   for (double ratio : {0.06, 0.68, 1.0, kBf16Advantage * 0.99, kBf16Advantage, 3.7}) {
-    const auto n = decide_precision("auto", "fp32", false, true, ratio, 0.1, "CPU bf16 flags: avx512_bf16");
-    EXPECT_EQ(n.compute, "bf16") << ratio;
+    const auto n = decide_precision(Precision::Auto, Precision::Fp32, false, true, ratio, 0.1, "CPU bf16 flags: avx512_bf16");
+    EXPECT_EQ(n.compute, Precision::Bf16) << ratio;
     EXPECT_TRUE(n.native_bf16);
     EXPECT_NE(n.why.find("auto: CPU bf16 flags: avx512_bf16, native bf16"), std::string::npos) << n.why;
-    const auto e = decide_precision("auto", "fp32", false, false, ratio, 0.1, "CPU bf16 flags: none");
-    EXPECT_EQ(e.compute, "fp32") << ratio;
+    const auto e = decide_precision(Precision::Auto, Precision::Fp32, false, false, ratio, 0.1, "CPU bf16 flags: none");
+    EXPECT_EQ(e.compute, Precision::Fp32) << ratio;
     EXPECT_FALSE(e.bf16());
     EXPECT_NE(e.why.find("no native bf16"), std::string::npos) << e.why;
   }
   // Only a bf16 product that fails (probe ran, ratio 0) means fp32 on a native CPU.
-  const auto fails = decide_precision("auto", "fp32", false, true, 0, 0.1, "CPU bf16 flags: avx512_bf16");
-  EXPECT_EQ(fails.compute, "fp32");
+  const auto fails = decide_precision(Precision::Auto, Precision::Fp32, false, true, 0, 0.1, "CPU bf16 flags: avx512_bf16");
+  EXPECT_EQ(fails.compute, Precision::Fp32);
   EXPECT_NE(fails.why.find("fail"), std::string::npos) << fails.why;
   EXPECT_EQ(precision_warning(fails), "");
   // "auto" warns only where the measurement contradicts the rule.
-  EXPECT_EQ(precision_warning(decide_precision("auto", "fp32", false, true, 2.1, 0.1, "")), "");
-  EXPECT_EQ(precision_warning(decide_precision("auto", "fp32", false, false, 0.68, 0.1, "")), "");
-  const std::string slow = precision_warning(decide_precision("auto", "fp32", false, true, 0.8, 0.1, ""));
+  EXPECT_EQ(precision_warning(decide_precision(Precision::Auto, Precision::Fp32, false, true, 2.1, 0.1, "")), "");
+  EXPECT_EQ(precision_warning(decide_precision(Precision::Auto, Precision::Fp32, false, false, 0.68, 0.1, "")), "");
+  const std::string slow = precision_warning(decide_precision(Precision::Auto, Precision::Fp32, false, true, 0.8, 0.1, ""));
   EXPECT_NE(slow.find("0.80x"), std::string::npos) << slow;
-  const std::string fast = precision_warning(decide_precision("auto", "fp32", false, false, 2.5, 0.1, ""));
+  const std::string fast = precision_warning(decide_precision(Precision::Auto, Precision::Fp32, false, false, 2.5, 0.1, ""));
   EXPECT_NE(fast.find("2.50x"), std::string::npos) << fast;
   // A GPU is bf16 without a probe.
-  EXPECT_EQ(decide_precision("auto", "fp32", true, false, 0, 0, "").compute, "bf16");
+  EXPECT_EQ(decide_precision(Precision::Auto, Precision::Fp32, true, false, 0, 0, "").compute, Precision::Bf16);
 }
 
 TEST(Precision, ExplicitChoicesAreKeptAndSlowBf16WarnsWithTheRatio) {
-  const auto slow = decide_precision("bf16", "fp32", false, false, 0.06, 0.1, "CPU bf16 flags: none");
-  EXPECT_EQ(slow.compute, "bf16");
+  const auto slow = decide_precision(Precision::Bf16, Precision::Fp32, false, false, 0.06, 0.1, "CPU bf16 flags: none");
+  EXPECT_EQ(slow.compute, Precision::Bf16);
   const std::string w = precision_warning(slow);
   EXPECT_NE(w.find("0.06x"), std::string::npos) << w;
   EXPECT_EQ(std::count(w.begin(), w.end(), '\n'), 0) << "one line";
   // bf16 that LibTorch cannot run at all here (restricted oneDNN): said so.
-  EXPECT_NE(precision_warning(decide_precision("bf16", "fp32", false, false, 0, 0.1, "")).find("cannot"),
+  EXPECT_NE(precision_warning(decide_precision(Precision::Bf16, Precision::Fp32, false, false, 0, 0.1, "")).find("cannot"),
             std::string::npos);
-  EXPECT_EQ(precision_warning(decide_precision("bf16", "fp32", false, true, 3.7, 0.1, "")), "");
-  EXPECT_EQ(precision_warning(decide_precision("bf16", "fp32", true, false, 0, 0, "")), "");  // GPU
-  const auto fp32 = decide_precision("fp32", "bf16", false, true, 0, 0, "");
-  EXPECT_EQ(fp32.compute, "fp32");
-  EXPECT_EQ(fp32.reduce, "bf16");  // an explicit reduce type is kept
+  EXPECT_EQ(precision_warning(decide_precision(Precision::Bf16, Precision::Fp32, false, true, 3.7, 0.1, "")), "");
+  EXPECT_EQ(precision_warning(decide_precision(Precision::Bf16, Precision::Fp32, true, false, 0, 0, "")), "");  // GPU
+  const auto fp32 = decide_precision(Precision::Fp32, Precision::Bf16, false, true, 0, 0, "");
+  EXPECT_EQ(fp32.compute, Precision::Fp32);
+  EXPECT_EQ(fp32.reduce, Precision::Bf16);  // an explicit reduce type is kept
   // reduce = "auto" follows the compute precision chosen.
-  EXPECT_EQ(decide_precision("auto", "auto", false, false, 3.7, 0.1, "").reduce, "fp32");
-  EXPECT_EQ(decide_precision("auto", "auto", false, true, 0.9, 0.1, "").reduce, "bf16");
+  EXPECT_EQ(decide_precision(Precision::Auto, Precision::Auto, false, false, 3.7, 0.1, "").reduce, Precision::Fp32);
+  EXPECT_EQ(decide_precision(Precision::Auto, Precision::Auto, false, true, 0.9, 0.1, "").reduce, Precision::Bf16);
 }
 
 TEST(Precision, ProbeIsTimeBoxedAndAgreesWithItsRule) {
@@ -394,11 +394,11 @@ TEST(Precision, ProbeIsTimeBoxedAndAgreesWithItsRule) {
   if (ratio == 0) {
     EXPECT_FALSE(error.empty());
   }
-  const auto p = choose_precision("auto", "fp32", torch::kCPU);
+  const auto p = choose_precision(Precision::Auto, Precision::Fp32, torch::kCPU);
   EXPECT_LT(p.probe_seconds, 0.6);
   EXPECT_EQ(p.bf16(), bf16_is_native(cpu_bf16_flags(), onednn_isa_cap()) && p.bf16_over_fp32 > 0) << p.why;
   // fp32 asks for no probe at all.
-  const auto f = choose_precision("fp32", "fp32", torch::kCPU);
+  const auto f = choose_precision(Precision::Fp32, Precision::Fp32, torch::kCPU);
   EXPECT_EQ(f.probe_seconds, 0.0);
   EXPECT_EQ(f.bf16_over_fp32, 0.0);
 }

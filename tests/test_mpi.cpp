@@ -144,7 +144,7 @@ TEST(MpiLoader, EverySampleExactlyOncePerEpochAcrossRanks) {
 
 TEST(MpiComm, ReduceScatterAveragesOverRanks) {
   const int P = world().size, r = world().rank;
-  auto comm = make_communicator("mpi");
+  auto comm = make_communicator(Backend::Mpi);
   // A bucket of 3P+1 elements split unevenly: rank q gets 3 (+1 for the last).
   std::vector<int64_t> counts(P, 3);
   counts[P - 1] += 1;
@@ -225,7 +225,7 @@ TEST(MpiComm, Bf16ReduceScatterRoundsLikeABf16Sum) {
   }
   ASSERT_TRUE(conversion_rounds && sum_rounds) << "the data must exercise both roundings";
 
-  auto comm = make_communicator("mpi");
+  auto comm = make_communicator(Backend::Mpi);
   const int64_t total = 4 * P * static_cast<int64_t>(used.size()) + 1;
   const auto counts = split(total, P);
   int64_t first = 0;
@@ -245,7 +245,7 @@ TEST(MpiComm, Bf16ReduceScatterRoundsLikeABf16Sum) {
 
 TEST(MpiComm, AllGatherCollectsEveryRanksBlock) {
   const int P = world().size, r = world().rank;
-  auto comm = make_communicator("mpi");
+  auto comm = make_communicator(Backend::Mpi);
   const int64_t S = 7;
   std::vector<float> buf(P * S, -1.0f);
   for (int64_t i = 0; i < S; ++i) buf[r * S + i] = float(r * 100 + i);
@@ -256,7 +256,7 @@ TEST(MpiComm, AllGatherCollectsEveryRanksBlock) {
 
 TEST(MpiComm, BytesSentAreTheBytesHandedToMpi) {
   const int P = world().size, r = world().rank;
-  auto comm = make_communicator("mpi");
+  auto comm = make_communicator(Backend::Mpi);
   const int64_t total = 5 * P + 2;
   const auto counts = split(total, P);
   std::vector<float> send(total, 1.0f), recv(counts[r]);
@@ -293,7 +293,7 @@ ZeroRun run_zero(const BucketOptions& bopt, int steps = 20, const CommPlacement&
   torch::manual_seed(5);
   ViT model(odd_spec());
   FlatParams flat(*model, P);
-  auto comm = make_communicator("mpi", where);
+  auto comm = make_communicator(Backend::Mpi, where);
   ShardedAdamW opt(flat, *model, *comm, r, bopt);
   const AdamWHyper h{1e-3, 0.9, 0.999, 1e-8, 0.05};
   const int64_t G = 13;  // not divisible by 2 or 3: uneven slices, weighted losses
@@ -368,7 +368,7 @@ TEST(MpiZero, BucketsLieInsideOneShardOrAreTheWholeBuffer) {
     torch::manual_seed(5);
     ViT model(odd_spec());
     FlatParams flat(*model, P);
-    auto comm = make_communicator("mpi");
+    auto comm = make_communicator(Backend::Mpi);
     BucketOptions bopt;
     bopt.bucket_bytes = bytes;
     ShardedAdamW opt(flat, *model, *comm, r, bopt);
@@ -643,7 +643,7 @@ TEST(MpiTimingLog, EachRankWritesItsOwnColumnAndRankZeroTheMetrics) {
   const std::string path = tmp / "timing.h5";
   {
     TimingLogAttrs a;
-    a.mode = "teacher";
+    a.mode = RunMode::Teacher;
     TimingLog log(path, a, 2);
     for (int64_t s = 1; s <= 5; ++s) {
       std::array<double, kNumPhases> ph{};

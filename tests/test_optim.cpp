@@ -241,7 +241,7 @@ struct OneRankRun {
   int64_t bytes_sent = 0;
 };
 // 8 steps of the odd model at one rank through the communicator `backend`.
-OneRankRun one_rank_run(const std::string& backend, const BucketOptions& bopt) {
+OneRankRun one_rank_run(Backend backend, const BucketOptions& bopt) {
   torch::manual_seed(5);
   ViT model(vitkd::test::odd_spec());
   FlatParams flat(*model, 1);
@@ -280,7 +280,7 @@ TEST(LocalBackend, OneRankTrainsBitForBitAsMpiAtOneRank) {
         b.sharded = sharded;
         b.wire = wire;
         b.bucket_bytes = bucket;
-        const OneRankRun mpi = one_rank_run("mpi", b), local = one_rank_run("local", b);
+        const OneRankRun mpi = one_rank_run(Backend::Mpi, b), local = one_rank_run(Backend::Local, b);
         const std::string what = std::string(sharded ? "sharded" : "unsharded") +
                                  (wire == WireType::BF16 ? ", bf16 wire" : ", fp32 wire") + ", bucket " +
                                  std::to_string(bucket);

@@ -99,6 +99,7 @@ TEST(TeacherCache, FileLoadsOnlyForTheSameTeacherAndDataset) {
 #include "data/dataset.hpp"
 #include "distill/teacher.hpp"
 #include "io/checkpoint.hpp"
+#include "train/setup.hpp"
 
 namespace {
 // A tiny ViT with the weights of `seed`, saved as a vitkd checkpoint at `path`.
@@ -127,11 +128,11 @@ DatasetMeta tiny_meta() {
 }
 std::unique_ptr<Teacher> teacher_of(std::vector<std::string> paths, double tau = 4.0) {
   Config cfg;
-  cfg.run_mode = "distill";
+  cfg.run_mode = RunMode::Distill;
   cfg.teacher_checkpoint.paths = std::move(paths);
   cfg.distill_temperature = tau;
   cfg.model_image_size = tiny_meta().height;  // the student's views: the stored size
-  return make_teacher(cfg, tiny_meta(), /*bf16=*/false);
+  return make_teacher(teacher_spec(cfg, /*bf16=*/false), tiny_meta());
 }
 }  // namespace
 

@@ -49,21 +49,21 @@ TEST(ResumeChoice, AutoTakesTheNewestUsableCheckpointAndFallsBackPastABrokenOne)
   FlatParams flat(*model, 1);
   Config cfg;
   cfg.run_out_dir = tmp.path();
-  cfg.checkpoint_resume = "auto";
+  cfg.checkpoint_resume = ResumeFrom{ResumeKind::Auto, ""};
   EXPECT_EQ(choose_resume(cfg, model, flat.numel), tmp / "checkpoint.h5");
   // checkpoint.h5 and its step file (one inode) cut short: the step-10 file.
   ASSERT_EQ(truncate(checkpoint_step_path(tmp.path(), 20).c_str(), 100), 0);
   EXPECT_EQ(choose_resume(cfg, model, flat.numel), checkpoint_step_path(tmp.path(), 10));
-  cfg.checkpoint_resume = "never";
+  cfg.checkpoint_resume = ResumeFrom{ResumeKind::Never, ""};
   EXPECT_EQ(choose_resume(cfg, model, flat.numel), "");
   // An explicit path is used as it is, or is an error: no fallback.
-  cfg.checkpoint_resume = checkpoint_step_path(tmp.path(), 20);
+  cfg.checkpoint_resume = ResumeFrom{ResumeKind::Path, checkpoint_step_path(tmp.path(), 20)};
   EXPECT_NE(user_error_of([&] { choose_resume(cfg, model, flat.numel); }).find("checkpoint.resume: "),
             std::string::npos);
   // A model of another shape cannot resume from them at all.
   ViT other(Spec::tiny().dim(8));
   FlatParams other_flat(*other, 1);
-  cfg.checkpoint_resume = "auto";
+  cfg.checkpoint_resume = ResumeFrom{ResumeKind::Auto, ""};
   EXPECT_NE(user_error_of([&] { choose_resume(cfg, other, other_flat.numel); }).find("none can be resumed"),
             std::string::npos);
 }

@@ -199,20 +199,20 @@ TEST(DeviceChoice, RanksSharingCountsEqualGpuKeys) {
 TEST(DeviceChoice, AutoFallsBackToMpiInOneLineWhenRanksShareAGpu) {
   std::string note;
   // One rank per GPU, NCCL built: NCCL, silently.
-  EXPECT_EQ(vitkd::resolve_backend("auto", /*cuda=*/true, /*nccl_built=*/true, 1, /*world_size=*/4, &note), "nccl");
+  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, /*cuda=*/true, /*nccl_built=*/true, 1, /*world_size=*/4, &note), vitkd::Backend::Nccl);
   EXPECT_TRUE(note.empty());
   // Two ranks on one GPU: MPI, and one line that says why.
-  EXPECT_EQ(vitkd::resolve_backend("auto", true, true, 2, 4, &note), "mpi");
+  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, true, true, 2, 4, &note), vitkd::Backend::Mpi);
   EXPECT_NE(note.find("dist.backend = \"auto\""), std::string::npos) << note;
   EXPECT_NE(note.find("2 ranks share one GPU"), std::string::npos) << note;
   EXPECT_NE(note.find("MPI"), std::string::npos) << note;
   EXPECT_EQ(note.find('\n'), std::string::npos) << note;
   // The CPU, or a build without NCCL: MPI without a note.
-  EXPECT_EQ(vitkd::resolve_backend("auto", false, true, 1, 4, &note), "mpi");
+  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, false, true, 1, 4, &note), vitkd::Backend::Mpi);
   EXPECT_TRUE(note.empty());
-  EXPECT_EQ(vitkd::resolve_backend("auto", true, false, 2, 4, &note), "mpi");
+  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, true, false, 2, 4, &note), vitkd::Backend::Mpi);
   EXPECT_TRUE(note.empty());
-  EXPECT_EQ(vitkd::resolve_backend("mpi", true, true, 2, 4, &note), "mpi");
+  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Mpi, true, true, 2, 4, &note), vitkd::Backend::Mpi);
   EXPECT_TRUE(note.empty());
 }
 
@@ -220,22 +220,22 @@ TEST(DeviceChoice, OneRankTalksToNobodyUnlessNcclIsAskedForByName) {
   std::string note;
   for (bool cuda : {false, true})
     for (bool nccl_built : {false, true}) {
-      EXPECT_EQ(vitkd::resolve_backend("auto", cuda, nccl_built, 1, /*world_size=*/1, &note), "local");
+      EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, cuda, nccl_built, 1, /*world_size=*/1, &note), vitkd::Backend::Local);
       EXPECT_TRUE(note.empty()) << note;
-      EXPECT_EQ(vitkd::resolve_backend("mpi", cuda, nccl_built, 1, 1, &note), "local");
+      EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Mpi, cuda, nccl_built, 1, 1, &note), vitkd::Backend::Local);
     }
   // The one NCCL check at one rank: asked for by name, NCCL it is.
-  EXPECT_EQ(vitkd::resolve_backend("nccl", true, true, 1, 1), "nccl");
+  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Nccl, true, true, 1, 1), vitkd::Backend::Nccl);
   // Two ranks are never "local".
-  EXPECT_EQ(vitkd::resolve_backend("auto", false, true, 1, 2), "mpi");
-  EXPECT_EQ(vitkd::resolve_backend("auto", true, true, 1, 2), "nccl");
+  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, false, true, 1, 2), vitkd::Backend::Mpi);
+  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, true, true, 1, 2), vitkd::Backend::Nccl);
 }
 
 TEST(DeviceChoice, NcclIsKeptWhereAskedAndRefusedInOneLineWithoutNccl) {
   // "nccl" stays "nccl" (select_device refuses it on a rank that shares its GPU).
-  EXPECT_EQ(vitkd::resolve_backend("nccl", true, true, 2, 4), "nccl");
+  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Nccl, true, true, 2, 4), vitkd::Backend::Nccl);
   try {
-    vitkd::resolve_backend("nccl", true, /*nccl_built=*/false, 1, 4);
+    vitkd::resolve_backend(vitkd::Backend::Nccl, true, /*nccl_built=*/false, 1, 4);
     FAIL() << "no UserError";
   } catch (const vitkd::UserError& e) {
     const std::string m = e.what();

@@ -16,6 +16,7 @@
 #include "comm/comm.hpp"
 #include "comm/device.hpp"
 #include "comm/world.hpp"
+#include "config/config.hpp"
 #include "data/dataset.hpp"
 #include "data/fits_model.hpp"
 #include "data/loader.hpp"
@@ -26,6 +27,7 @@
 #include "model/precision.hpp"
 #include "model/vit.hpp"
 #include "optim/adamw.hpp"
+#include "train/setup.hpp"
 #include "util/alloc.hpp"
 #include "util/kokkos_session.hpp"
 #include "util/timing.hpp"
@@ -38,7 +40,7 @@ namespace {
 int bench_gemm(const cli::Args& a) {
   torch::set_num_threads(static_cast<int>(a.integer("threads")));
   const double secs = a.integer("millis") / 1000.0;
-  const RunDevice dev = select_device(a.text("device"), "mpi");
+  const RunDevice dev = select_device(*parse_choice<DeviceKind>(a.text("device")), Backend::Mpi);
   const torch::Device where = dev.torch_device();
   log0("device: %s\n", dev.describe().c_str());
   struct Shape { const char* what; int64_t m, k, n; };
@@ -73,8 +75,9 @@ int bench_gemm(const cli::Args& a) {
     }
   }
   // What precision.compute = "auto" picks here, by the same probe as a run.
-  const PrecisionChoice auto_pick = choose_precision("auto", "fp32", where);
-  log0("precision.compute = \"auto\" chooses %s here (%s)\n", auto_pick.compute.c_str(), auto_pick.why.c_str());
+  const PrecisionChoice auto_pick = choose_precision(Precision::Auto, Precision::Fp32, where);
+  log0("%s chooses %s here (%s)\n", setting_text("precision.compute", Precision::Auto).c_str(),
+       choice_name(auto_pick.compute), auto_pick.why.c_str());
   out.set("auto_compute", auto_pick.compute);
   out.set("bf16_over_fp32_probe", auto_pick.bf16_over_fp32);
   if (a.given("out") && world().root()) out.write(a.text("out"));
@@ -110,7 +113,7 @@ int bench_ops(const cli::Args& a) {
           },
           secs) - vf;
       log0("%-22s %-6s %10.2f %10.2f %10.2f %10.2f %10.2f\n", s.what,
-           dtype == torch::kBFloat16 ? "bf16" : "fp32", fc1, tf, vf, tb, vb);
+           choice_name(dtype == torch::kBFloat16 ? Precision::Bf16 : Precision::Fp32), fc1, tf, vf, tb, vb);
     }
   }
   return kExitOk;
@@ -164,7 +167,8 @@ int bench_attention(const cli::Args& a) {
           std::sort(ms[i].begin(), ms[i].end());
           med[i] = ms[i][ms[i].size() / 2];
         }
-      const std::string what = whole_block ? "block" : "attention", type = bf16 ? "bf16" : "fp32";
+      const std::string what = whole_block ? "block" : "attention";
+      const std::string type = choice_name(bf16 ? Precision::Bf16 : Precision::Fp32);
       if (med[1] > 0)
         log0("%-10s %-6s %14.2f %14.2f %9.2fx\n", what.c_str(), type.c_str(), med[0], med[1], med[0] / med[1]);
       else
@@ -181,7 +185,7 @@ int bench_attention(const cli::Args& a) {
 // kernels, optim/adamw.hpp) against the Kokkos host kernel on identical
 // inputs, the squared gradient norm included.
 int bench_adamw(const cli::Args& a) {
-  const RunDevice dev = select_device(a.text("device"), "mpi");
+  const RunDevice dev = select_device(*parse_choice<DeviceKind>(a.text("device")), Backend::Mpi);
   const torch::Device where = dev.torch_device();
   const int64_t n = a.integer("elements"), steps = a.integer("steps");
   kokkos_ensure(1);  // the host kernel
@@ -250,7 +254,7 @@ int bench_comm(const cli::Args& a) {
   const int P = world().size;
   const int64_t S = (n + P - 1) / P;
   std::vector<float> send(S * P, 1.0f), recv(S), gather(S * P, 0.0f);
-  auto comm = make_communicator("mpi");
+  auto comm = make_communicator(Backend::Mpi);
   std::vector<int64_t> counts(P, S);
   const std::string head = "operation (" + std::to_string(S * P) + " floats)";
   log0("%-28s %12s %12s\n", head.c_str(), "ms", "GB/s");
@@ -296,19 +300,13 @@ int bench_loader(const cli::Args& a) {
   kokkos_ensure(1);
   torch::set_num_threads(1);
   keep_freed_memory();  // as training does (util/alloc.hpp): a batch's buffers are not faulted in anew
-  AugmentSpec aug;
-  aug.enabled = a.text("crop") != "none";
-  aug.crop = a.text("crop") == "pad" ? CropKind::Pad : CropKind::RandomResized;
-  aug.out = a.integer("image-size");
-  aug.seed = 1;
-  aug.mix.mixup_alpha = a.number("mixup");
-  aug.mix.cutmix_alpha = a.number("cutmix");
-  aug.erase_prob = a.number("random-erase");
-  aug.trivial_augment = a.text("policy") == "trivial_augment";
-  if (((aug.mix.on() || aug.erase_prob > 0 || aug.trivial_augment) && !aug.enabled) || aug.mix.mixup_alpha < 0 ||
-      aug.mix.cutmix_alpha < 0 || !(aug.erase_prob >= 0 && aug.erase_prob <= 1))
-    throw UserError("bench loader: --mixup and --cutmix take alphas >= 0 and --random-erase a probability in [0, 1], "
-                    "and they and --policy need a training crop (--crop random_resized or pad)");
+  // The flags as the configuration keys they stand for, through the training
+  // run's own parser, validation and builder (train/setup.hpp).
+  std::vector<std::string> keys = {"model.image_size=" + a.text("image-size"), "model.patch=1", "run.seed=1",
+                                   "data.mixup=" + a.text("mixup"), "data.cutmix=" + a.text("cutmix"),
+                                   "data.random_erase=" + a.text("random-erase"), "data.policy=" + a.text("policy")};
+  if (a.text("crop") != kEvaluationView) keys.insert(keys.end(), {"data.augment=true", "data.crop=" + a.text("crop")});
+  AugmentSpec aug = augment_from_config(parse_config("", "bench loader", keys));
   std::optional<MixPairing> pairing;
   if (aug.mixing()) pairing.emplace(aug.seed, meta.train_size);
   check_views_fit(aug, meta);  // the one check of training (model.image_size is --image-size here)

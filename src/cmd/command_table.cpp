@@ -1,6 +1,8 @@
 // The command table: every command, its arguments, flags and help, from
 // which parsing (args.cpp), `vitkd help` and docs/commands.md come.
 #include "cmd/args.hpp"
+#include "cmd/commands.hpp"
+#include "config/choices.hpp"
 #include "data/dataset.hpp"
 #include "data/image_folder.hpp"
 
@@ -18,13 +20,19 @@ Flag val_seed_flag() {
   return Flag::count("val-seed", "N", "seed of the validation split's choice of samples").default_to("1");
 }
 
+// `bench loader --crop`: data.crop's words and the evaluation view.
+std::vector<std::string> with_evaluation_view(std::vector<std::string> crops) {
+  crops.push_back(kEvaluationView);
+  return crops;
+}
+
 // The `vitkd bench ...` commands, in the order `vitkd bench --help` lists them.
 void add_bench_commands(std::vector<Command>& c) {
   c.push_back({"bench gemm", "Measure matrix-product rates (bf16, fp32) at the models' shapes.",
                {},
                {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
-                Flag::text("device", "D", "where to measure, as run.device").one_of({"auto", "cpu", "cuda"})
-                    .default_to("cpu"),
+                Flag::text("device", "D", "where to measure, as run.device").one_of(choice_words<DeviceKind>())
+                    .default_to(choice_name(DeviceKind::Cpu)),
                 Flag::count("millis", "MS", "measuring time per shape and type").at_least(1).default_to("1000"),
                 Flag::path("out", "FILE.json", "also write the per-core rates (for train.mfu_ceiling) as JSON"),
                 Flag::on_off("auto-only", "only say what precision.compute = \"auto\" chooses here (the run's "
@@ -52,8 +60,8 @@ void add_bench_commands(std::vector<Command>& c) {
                {Flag::count("elements", "N", "shard length (default: the teacher's parameter count)")
                     .at_least(1).default_to("2684576"),
                 Flag::count("steps", "K", "update steps compared").at_least(1).default_to("20"),
-                Flag::text("device", "D", "where the device update runs, as run.device").one_of({"auto", "cpu", "cuda"})
-                    .default_to("auto"),
+                Flag::text("device", "D", "where the device update runs, as run.device").one_of(choice_words<DeviceKind>())
+                    .default_to(choice_name(DeviceKind::Auto)),
                 Flag::text("kernel", "K", "the device update: auto (Kokkos's device kernel on a GPU where "
                            "Kokkos has CUDA, else LibTorch's), tensor (LibTorch's element-wise kernels), "
                            "kokkos-device").one_of({"auto", "tensor", "kokkos-device"}).default_to("auto"),
@@ -70,10 +78,10 @@ void add_bench_commands(std::vector<Command>& c) {
                 Flag::count("image-size", "S", "the model's input side (model.image_size)").at_least(1)
                     .default_to("224"),
                 Flag::text("crop", "K", "the training crop: random_resized, pad (as data.crop) or none "
-                           "(the evaluation view)").one_of({"random_resized", "pad", "none"})
-                    .default_to("random_resized"),
-                Flag::text("policy", "P", "the augmentation policy, as data.policy").one_of({"none", "trivial_augment"})
-                    .default_to("none"),
+                           "(the evaluation view)").one_of(with_evaluation_view(choice_words<CropKind>()))
+                    .default_to(choice_name(CropKind::RandomResized)),
+                Flag::text("policy", "P", "the augmentation policy, as data.policy").one_of(choice_words<Policy>())
+                    .default_to(choice_name(Policy::None)),
                 Flag::number("mixup", "A", "Mixup's alpha, as data.mixup (0 = off)").default_to("0"),
                 Flag::number("cutmix", "A", "CutMix's alpha, as data.cutmix (0 = off)").default_to("0"),
                 Flag::number("random-erase", "P", "random erasing's probability, as data.random_erase")

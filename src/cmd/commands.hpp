@@ -24,4 +24,8 @@ int teacher_cache_main(const std::vector<std::string>& args);
 /// `vitkd keys`: every configuration key, its type, default and meaning (cmd/train.cpp)
 int keys_main(const std::vector<std::string>& args);
 
+/// `vitkd bench loader --crop`'s word for no training crop (the evaluation
+/// view), beside data.crop's words.
+inline constexpr const char* kEvaluationView = "none";
+
 }  // namespace vitkd

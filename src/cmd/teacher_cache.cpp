@@ -32,9 +32,10 @@ int teacher_cache_main(const std::vector<std::string>& args) {
   if (a.help()) return cli::print_help(cli::help_text(cmd));
   const std::string& origin = a.positional("CONFIG.toml");
   const Config cfg = load_config(origin, a.all("set"));
-  if (cfg.run_mode != "distill")
-    throw UserError(origin + ": run.mode = \"" + cfg.run_mode + "\"; teacher-cache reads the distillation "
-                    "configuration: set run.mode = \"distill\" with teacher.checkpoint or teacher.torchscript");
+  if (cfg.run_mode != RunMode::Distill)
+    throw UserError(origin + ": " + setting_text("run.mode", cfg.run_mode) + "; teacher-cache reads the distillation "
+                    "configuration: set " + setting_text("run.mode", RunMode::Distill) +
+                    " with teacher.checkpoint or teacher.torchscript");
   // ---- everything checked before anything is written -------------------------
   const DatasetMeta meta = validate_dataset_collective(cfg.data_path);
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
@@ -44,11 +45,11 @@ int teacher_cache_main(const std::vector<std::string>& args) {
   kokkos_ensure(threads);  // the view kernel
   // The teacher runs in the precision a training run would choose here
   // (model/precision.hpp), so that a cache and the live teacher agree.
-  const PrecisionChoice precision = choose_precision(cfg.precision_compute, "fp32", torch::kCPU);
+  const PrecisionChoice precision = choose_precision(cfg.precision_compute, Precision::Fp32, torch::kCPU);
   const bool bf16 = precision.bf16();
   if (world().root() && !precision_warning(precision).empty())
     std::fprintf(stderr, "vitkd: warning: %s\n", precision_warning(precision).c_str());
-  std::unique_ptr<Teacher> teacher = make_teacher(cfg, meta, bf16);  // checks it fits the data (CPU)
+  std::unique_ptr<Teacher> teacher = make_teacher(teacher_spec(cfg, bf16), meta);  // checks it fits the data (CPU)
   const AugmentSpec aug = augment_from_config(cfg);
   check_views_fit(aug, meta);
   // What the training run of this configuration reads (train.max_steps counted).
@@ -68,7 +69,7 @@ int teacher_cache_main(const std::vector<std::string>& args) {
   if (world().root()) make_dirs(parent_dir(file));
   barrier();
   log0("teacher-cache: %s on %d rank(s), %lld thread(s) per rank, compute %s (%s); teacher: %s\n",
-       origin.c_str(), world().size, (long long)threads, precision.compute.c_str(), precision.why.c_str(),
+       origin.c_str(), world().size, (long long)threads, choice_name(precision.compute), precision.why.c_str(),
        key.teacher.c_str());
   log0("teacher-cache: %lld epoch(s) of views of %lld samples (%s, seed %lld), top-%lld of %lld classes at "
        "temperature %g -> %s\n", (long long)(aug.enabled ? epochs : 1), (long long)meta.train_size,

@@ -9,6 +9,7 @@
 #include <ATen/cuda/CUDAEvent.h>
 #endif
 
+#include "comm/device.hpp"
 #include "comm/world.hpp"
 #include "util/bf16.hpp"
 #include "util/error.hpp"
@@ -47,7 +48,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Type_free(&bf16_type_);
   }
 
-  std::string name() const override { return "mpi"; }
+  std::string name() const override { return choice_name(Backend::Mpi); }
 
   int start_reduce_scatter(const float* send, float* recv, const std::vector<int64_t>& counts,
                            WireType wire) override {
@@ -226,7 +227,7 @@ class MpiCommunicator final : public Communicator {
 class LocalCommunicator final : public Communicator {
  public:
   explicit LocalCommunicator(const CommPlacement& where) : where_(where) {}
-  std::string name() const override { return "local"; }
+  std::string name() const override { return choice_name(Backend::Local); }
 
   int start_reduce_scatter(const float* send, float* recv, const std::vector<int64_t>& counts,
                            WireType wire) override {
@@ -278,20 +279,22 @@ void broadcast_tensor(const torch::Tensor& t, int root) {
   if (!t.device().is_cpu()) t.copy_(h);
 }
 
-std::unique_ptr<Communicator> make_communicator(const std::string& backend, const CommPlacement& where) {
-  if (backend == "local") return std::make_unique<LocalCommunicator>(where);
-  if (backend == "mpi" || backend == "auto") return std::make_unique<MpiCommunicator>(where);
-  if (backend == "nccl") {
+std::unique_ptr<Communicator> make_communicator(Backend backend, const CommPlacement& where) {
+  switch (backend) {
+    case Backend::Local: return std::make_unique<LocalCommunicator>(where);
+    case Backend::Auto:
+    case Backend::Mpi: return std::make_unique<MpiCommunicator>(where);
+    case Backend::Nccl:
 #ifdef VITKD_HAVE_NCCL
-    if (where.device.is_cpu())
-      throw UserError("dist.backend = \"nccl\" needs the buffers on a CUDA device; use \"mpi\" on CPUs");
-    return make_nccl_communicator(where.device.index());
+      if (where.device.is_cpu())
+        throw UserError(setting_text("dist.backend", Backend::Nccl) + " needs the buffers on a CUDA device; use \"" +
+                        choice_name(Backend::Mpi) + "\" on CPUs");
+      return make_nccl_communicator(where.device.index());
 #else
-    throw UserError("dist.backend = \"nccl\", but this vitkd was built without NCCL "
-                    "(configure with -DVITKD_WITH_NCCL=ON and CUDA + NCCL installed); use \"mpi\"");
+      throw UserError(without_nccl_message());
 #endif
   }
-  throw UserError("dist.backend = \"" + backend + "\" is not one of \"auto\", \"mpi\", \"nccl\"");
+  throw UserError("internal error: no communicator for dist.backend " + std::to_string(int(backend)));
 }
 
 }  // namespace vitkd

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.hpp"
+
 namespace vitkd {
 
 /// Element type on the wire for gradient reduction.
@@ -91,12 +93,11 @@ void allreduce_sum_inplace(const torch::Tensor& t);
 /// Collective, blocking.
 void broadcast_tensor(const torch::Tensor& t, int root);
 
-/// backend: "mpi", "nccl" or "local" (one rank: no communication at all), as
-/// resolved by select_device (comm/device.hpp);
-/// "auto" is taken as "mpi" for callers without a device choice (benchmarks,
-/// tests). Throws UserError when the request cannot be met (e.g. "nccl" in a
-/// build without NCCL).
-std::unique_ptr<Communicator> make_communicator(const std::string& backend,
+/// backend: Mpi, Nccl or Local (one rank: no communication at all), as
+/// resolved by select_device (comm/device.hpp); Auto is taken as Mpi for
+/// callers without a device choice (benchmarks, tests). Throws UserError when
+/// the request cannot be met (e.g. Nccl in a build without NCCL).
+std::unique_ptr<Communicator> make_communicator(Backend backend,
                                                 const CommPlacement& where = CommPlacement());
 
 #ifdef VITKD_HAVE_NCCL

@@ -66,68 +66,71 @@ int64_t ranks_sharing(const std::vector<double>& keys, double mine) {
   return std::count(keys.begin(), keys.end(), mine);
 }
 
-std::string resolve_backend(const std::string& backend, bool cuda, bool nccl_built, int64_t most_sharing,
-                            int64_t world_size, std::string* note) {
-  if (note) note->clear();
-  if (world_size == 1 && backend != "nccl") return "local";
-  if (backend == "mpi" || !cuda) return "mpi";
-  if (backend == "nccl") {
-    if (!nccl_built)
-      throw UserError("dist.backend = \"nccl\", but this vitkd was built without NCCL "
-                      "(configure with -DVITKD_WITH_NCCL=ON and CUDA + NCCL installed); use \"mpi\"");
-    return "nccl";  // ranks sharing a GPU are refused by the caller, on the rank that shares
-  }
-  if (!nccl_built) return "mpi";
-  if (most_sharing > 1) {
-    if (note)
-      *note = "dist.backend = \"auto\": " + std::to_string(most_sharing) +
-              " ranks share one GPU and NCCL needs one GPU per rank, so gradients go through MPI "
-              "(pinned host buffers); start one rank per GPU for NCCL";
-    return "mpi";
-  }
-  return "nccl";
+std::string without_nccl_message() {
+  return setting_text("dist.backend", Backend::Nccl) + ", but this vitkd was built without NCCL (configure with "
+         "-DVITKD_WITH_NCCL=ON and CUDA + NCCL installed); use \"" + choice_name(Backend::Mpi) + "\"";
 }
 
-std::string RunDevice::name() const { return cuda() ? "cuda:" + std::to_string(index) : "cpu"; }
+Backend resolve_backend(Backend backend, bool cuda, bool nccl_built, int64_t most_sharing, int64_t world_size,
+                        std::string* note) {
+  if (note) note->clear();
+  if (world_size == 1 && backend != Backend::Nccl) return Backend::Local;
+  if (backend == Backend::Mpi || backend == Backend::Local || !cuda) return Backend::Mpi;
+  if (backend == Backend::Nccl) {
+    if (!nccl_built) throw UserError(without_nccl_message());
+    return Backend::Nccl;  // ranks sharing a GPU are refused by the caller, on the rank that shares
+  }
+  if (!nccl_built) return Backend::Mpi;
+  if (most_sharing > 1) {
+    if (note)
+      *note = setting_text("dist.backend", Backend::Auto) + ": " + std::to_string(most_sharing) +
+              " ranks share one GPU and NCCL needs one GPU per rank, so gradients go through MPI "
+              "(pinned host buffers); start one rank per GPU for NCCL";
+    return Backend::Mpi;
+  }
+  return Backend::Nccl;
+}
+
+std::string RunDevice::name() const {
+  return cuda() ? std::string(choice_name(DeviceKind::Cuda)) + ":" + std::to_string(index) : choice_name(DeviceKind::Cpu);
+}
 
 std::string RunDevice::describe() const {
-  if (!cuda()) return "cpu";
+  if (!cuda()) return name();
   return name() + " (" + std::to_string(visible_gpus) + " GPU(s) visible, " +
          std::to_string(world().local_size) + " rank(s) on this node)";
 }
 
-RunDevice select_device(const std::string& device, const std::string& backend) {
+RunDevice select_device(DeviceKind device, Backend backend) {
   const World& w = world();
   RunDevice d;
   std::string why;
-  d.visible_gpus = device == "cpu" ? 0 : usable_gpus(&why);
-  if (device == "cuda") {
+  d.visible_gpus = device == DeviceKind::Cpu ? 0 : usable_gpus(&why);
+  if (device == DeviceKind::Cuda) {
     // Hosts can differ, so some ranks alone may fail.
     fail_on_first_rank(d.visible_gpus == 0,
-                       "run.device = \"cuda\", but " + why +
-                           "; run on GPU nodes with a CUDA build (README, GPUs) or set run.device = \"cpu\"");
+                       setting_text("run.device", DeviceKind::Cuda) + ", but " + why +
+                           "; run on GPU nodes with a CUDA build (README, GPUs) or set " +
+                           setting_text("run.device", DeviceKind::Cpu));
     d.kind = DeviceKind::Cuda;
-  } else if (device == "auto") {
+  } else if (device == DeviceKind::Auto) {
     // CUDA only when every rank has a GPU: one device type for the whole job.
     d.kind = allreduce_min(static_cast<int64_t>(d.visible_gpus)) > 0 ? DeviceKind::Cuda : DeviceKind::Cpu;
-  } else if (device != "cpu") {
-    throw UserError("run.device = \"" + device + "\" is not one of \"auto\", \"cpu\", \"cuda\"");
   }
-
-  if (backend != "auto" && backend != "mpi" && backend != "nccl")
-    throw UserError("dist.backend = \"" + backend + "\" is not one of \"auto\", \"mpi\", \"nccl\"");
-  if (backend == "nccl" && !d.cuda())
-    throw UserError("dist.backend = \"nccl\" reduces device memory, but this run computes on the CPU "
-                    "(run.device = \"" + device + "\"); use dist.backend = \"mpi\" (or \"auto\") on CPUs");
+  if (backend == Backend::Nccl && !d.cuda())
+    throw UserError(setting_text("dist.backend", Backend::Nccl) +
+                    " reduces device memory, but this run computes on the CPU (" + setting_text("run.device", device) +
+                    "); use " + setting_text("dist.backend", Backend::Mpi) + " (or \"" + choice_name(Backend::Auto) +
+                    "\") on CPUs");
 
   int64_t sharing = 1;
   std::string gpu;
   if (d.cuda()) {
     if (!w.mpi_serialized)
-      throw UserError("run.device = \"cuda\" calls MPI from LibTorch's autograd thread, but the MPI library "
+      throw UserError(setting_text("run.device", DeviceKind::Cuda) + " calls MPI from LibTorch's autograd thread, but the MPI library "
                       "grants only thread level " + std::to_string(w.thread_level) +
                       " (below MPI_THREAD_SERIALIZED); use an MPI built with thread support "
-                      "(OpenMPI, MPICH), or run.device = \"cpu\"");
+                      "(OpenMPI, MPICH), or " + setting_text("run.device", DeviceKind::Cpu));
     // Ranks that see several GPUs take one each by node-local rank; a rank
     // the launcher bound to one GPU (srun --gpus-per-task=1) sees only it.
     d.index = w.local_rank % d.visible_gpus;
@@ -142,11 +145,12 @@ RunDevice select_device(const std::string& device, const std::string& backend) {
   std::string msg;
   d.backend = resolve_backend(backend, d.cuda(), kNccl, most, w.size, &msg);
   if (!msg.empty()) log0("%s\n", msg.c_str());
-  fail_on_first_rank(d.backend == "nccl" && sharing > 1,
+  fail_on_first_rank(d.backend == Backend::Nccl && sharing > 1,
                      std::to_string(sharing) + " ranks would share GPU " + gpu + " (" +
                          std::to_string(w.local_size) + " ranks on the node, " + std::to_string(d.visible_gpus) +
                          " GPU(s) visible to this one); NCCL needs one GPU per rank: start at most one rank per "
-                         "GPU (srun --gpus-per-task=1), or share GPUs with dist.backend = \"mpi\" (or \"auto\")");
+                         "GPU (srun --gpus-per-task=1), or share GPUs with " + setting_text("dist.backend", Backend::Mpi) +
+                         " (or \"" + choice_name(Backend::Auto) + "\")");
   return d;
 }
 

@@ -98,7 +98,7 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  std::string name() const override { return "nccl"; }
+  std::string name() const override { return choice_name(Backend::Nccl); }
 
   int start_reduce_scatter(const float* send, float* recv, const std::vector<int64_t>& counts,
                            WireType wire) override {

@@ -26,6 +26,11 @@ template <> const char* type_name<double>() { return "float"; }
 template <> const char* type_name<bool>() { return "bool"; }
 template <> const char* type_name<std::vector<double>>() { return "array of floats"; }
 template <> const char* type_name<PathList>() { return "string or array of strings"; }
+template <> const char* type_name<ResumeFrom>() { return "string"; }
+#define VITKD_CHOICE_TYPE_NAME(E) \
+  template <> const char* type_name<E>() { return "string"; }
+VITKD_CHOICE_TYPES(VITKD_CHOICE_TYPE_NAME)
+#undef VITKD_CHOICE_TYPE_NAME
 
 // A TOML basic string with escapes. (toml++ 3.3 prints a string holding a
 // newline as a multi-line literal string, and TOML drops a newline right
@@ -67,6 +72,13 @@ std::string to_toml(const std::vector<double>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + to_toml(v[i]);
   return s + "]";
+}
+
+template <class E, std::enable_if_t<is_choice<E>::value, int> = 0> std::string to_toml(E v) {
+  return to_toml(std::string(choice_name(v)));
+}
+std::string to_toml(const ResumeFrom& r) {
+  return to_toml(r.kind == ResumeKind::Path ? r.path : std::string(choice_name(r.kind)));
 }
 
 // One path as a string (also none: ""), several as an array.
@@ -119,6 +131,23 @@ bool read_node(const toml::node& n, PathList& out) {
     return false;
   }
   out = std::move(v);
+  return true;
+}
+
+// A choice: one of its words (parse_config names a word that is none).
+template <class E, std::enable_if_t<is_choice<E>::value, int> = 0> bool read_node(const toml::node& n, E& out) {
+  auto w = n.value_exact<std::string>();
+  if (!w) return false;
+  auto v = parse_choice<E>(*w);
+  if (v) out = *v;
+  return bool(v);
+}
+// checkpoint.resume: a choice's word or, any other string, a path.
+bool read_node(const toml::node& n, ResumeFrom& out) {
+  auto w = n.value_exact<std::string>();
+  if (!w) return false;
+  auto k = parse_choice<ResumeKind>(*w);
+  out = k ? ResumeFrom{*k, ""} : ResumeFrom{ResumeKind::Path, *w};
   return true;
 }
 
@@ -257,6 +286,11 @@ Config parse_config(const std::string& toml_text, const std::string& origin,
     if (!n) return;
     using T = std::decay_t<decltype(field)>;
     if (!read_node(*n, field)) {
+      if constexpr (is_choice<T>::value) {
+        if (auto w = n->value_exact<std::string>())
+          throw UserError(origin + ": invalid value for '" + s + "." + k + "': \"" + *w + "\" is not one of " +
+                          choice_list<T>() + did_you_mean(*w, choice_words<T>()));
+      }
       std::ostringstream got;
       got << n->type();
       if (n->is_array())
@@ -305,7 +339,7 @@ void validate_views(const Config& c, const std::function<void(const std::string&
     if (!(alpha >= 0 && alpha <= 1e3))
       bad(key, std::string("is the alpha of Beta(alpha, alpha) and must lie in [0, 1000] (0 = off; 0.8 and 1.0 are "
                            "DeiT's), got ") + to_toml(alpha));
-  const bool policy = c.data_policy != "none";
+  const bool policy = c.data_policy != Policy::None;
   if ((c.data_mixup > 0 || c.data_cutmix > 0 || c.data_random_erase > 0 || policy) && !c.data_augment)
     bad(c.data_mixup > 0 ? "data.mixup" : c.data_cutmix > 0 ? "data.cutmix" : policy ? "data.policy" : "data.random_erase",
         "the policy, random erasing, Mixup and CutMix are training augmentations and need data.augment = true; set "
@@ -318,38 +352,24 @@ void validate_config(const Config& c, const std::string& origin) {
   auto bad = [&](const std::string& key, const std::string& what) {
     throw UserError(origin + ": invalid value for '" + key + "': " + what);
   };
-  auto one_of = [&](const std::string& key, const std::string& v,
-                    std::initializer_list<const char*> ok) {
-    std::vector<std::string> opts(ok.begin(), ok.end());
-    if (std::find(opts.begin(), opts.end(), v) != opts.end()) return;
-    std::string list;
-    for (auto& o : opts) list += (list.empty() ? "\"" : ", \"") + o + "\"";
-    bad(key, "\"" + v + "\" is not one of " + list + did_you_mean(v, opts));
-  };
-  one_of("run.mode", c.run_mode, {"teacher", "distill"});
-  one_of("data.eval_split", c.data_eval_split, {"test", "val"});
-  one_of("distill.kind", c.distill_kind, {"soft", "hard"});
-  one_of("precision.compute", c.precision_compute, {"auto", "bf16", "fp32"});
-  one_of("precision.reduce", c.precision_reduce, {"fp32", "bf16", "auto"});
-  one_of("dist.backend", c.dist_backend, {"auto", "mpi", "nccl"});
-  one_of("run.device", c.run_device, {"auto", "cpu", "cuda"});
-  one_of("dist.sharding", c.dist_sharding, {"zero1", "none"});
   // The bf16 wire type is the sharded reduce-scatter's; the unsharded baseline
   // allreduces fp32 gradients, so the pair would silently mean fp32.
-  if (c.precision_reduce == "bf16" && c.dist_sharding == "none")
-    bad("precision.reduce", "\"bf16\" is the wire type of the sharded reduce-scatter (dist.sharding = "
-                            "\"zero1\"); dist.sharding = \"none\" allreduces fp32 gradients. Set "
-                            "precision.reduce = \"fp32\" or dist.sharding = \"zero1\"");
-  one_of("sift.criterion", c.sift_criterion, {"ce", "kd"});
-  one_of("sift.scope", c.sift_scope, {"sample", "teacher"});
-  one_of("model.init", c.model_init, {"trunc_normal", "torch"});
-  one_of("model.decay", c.model_decay, {"matrices", "all"});
-  if (c.sift_enabled && c.sift_scope == "teacher" && c.sift_criterion != "ce")
-    bad("sift.scope", "\"teacher\" ranks samples before the teacher runs, so it needs "
-                      "sift.criterion = \"ce\" (got \"" + c.sift_criterion + "\")");
-  if (c.sift_enabled && c.sift_scope == "teacher" && c.run_mode != "distill")
-    bad("sift.scope", "\"teacher\" selects the samples that get the teacher, so it needs run.mode = "
-                      "\"distill\"; use sift.scope = \"sample\" in teacher mode");
+  if (c.precision_reduce == Precision::Bf16 && c.dist_sharding == Sharding::None)
+    bad("precision.reduce", "\"" + std::string(choice_name(Precision::Bf16)) +
+                                "\" is the wire type of the sharded reduce-scatter (" +
+                                setting_text("dist.sharding", Sharding::Zero1) + "); " + setting_text("dist.sharding", Sharding::None) +
+                                " allreduces fp32 gradients. Set " + setting_text("precision.reduce", Precision::Fp32) +
+                                " or " + setting_text("dist.sharding", Sharding::Zero1));
+  if (c.sift_enabled && c.sift_scope == SiftScope::Teacher && c.sift_criterion != SiftCriterion::CrossEntropy)
+    bad("sift.scope", "\"" + std::string(choice_name(SiftScope::Teacher)) +
+                          "\" ranks samples before the teacher runs, so it needs " +
+                          setting_text("sift.criterion", SiftCriterion::CrossEntropy) + " (got \"" +
+                          choice_name(c.sift_criterion) + "\")");
+  if (c.sift_enabled && c.sift_scope == SiftScope::Teacher && c.run_mode != RunMode::Distill)
+    bad("sift.scope", "\"" + std::string(choice_name(SiftScope::Teacher)) +
+                          "\" selects the samples that get the teacher, so it needs " +
+                          setting_text("run.mode", RunMode::Distill) + "; use " + setting_text("sift.scope", SiftScope::Sample) +
+                          " in teacher mode");
   if (!(c.train_label_smoothing >= 0 && c.train_label_smoothing < 1))
     bad("train.label_smoothing", "must lie in [0, 1) (0 = off, 0.1 is usual), got " +
                                      std::to_string(c.train_label_smoothing));
@@ -360,15 +380,11 @@ void validate_config(const Config& c, const std::string& origin) {
   if (c.run_out_dir.empty()) bad("run.out_dir", "must not be empty");
   if (c.data_batch_size < 1) bad("data.batch_size", "must be at least 1, got " + std::to_string(c.data_batch_size));
   if (c.data_crop_pad < 0) bad("data.crop_pad", "must be >= 0");
-  one_of("data.crop", c.data_crop, {"pad", "random_resized"});
-  one_of("data.transfer", c.data_transfer, {"auto", "float32", "uint8"});
-  one_of("data.policy", c.data_policy, {"none", "trivial_augment"});
   validate_views(c, bad);
   if (c.data_prefetch < 1) bad("data.prefetch", "must be at least 1");
   if (c.data_loader_threads < -1 || c.data_loader_threads > 256)
     bad("data.loader_threads", "must be -1 (automatic), 0 (the transform on the compute thread) or a thread count "
                                "up to 256, got " + std::to_string(c.data_loader_threads));
-  one_of("data.io", c.data_io, {"serial", "mpio"});
   if (c.model_image_size < 1) bad("model.image_size", "must be at least 1");
   if (c.model_channels < 1) bad("model.channels", "must be at least 1");
   if (c.model_patch < 1) bad("model.patch", "must be at least 1");
@@ -388,11 +404,10 @@ void validate_config(const Config& c, const std::string& origin) {
   if (!(c.model_drop_path >= 0 && c.model_drop_path < 1))
     bad("model.drop_path", "must lie in [0, 1) (0 = off; timm's ViT-S/B recipes use 0.1), got " +
                                to_toml(c.model_drop_path));
-  one_of("model.attention", c.model_attention, {"auto", "fused", "unfused"});
-  if (c.run_mode == "distill" && c.teacher_checkpoint.empty() && c.teacher_torchscript.empty())
-    throw UserError(origin + ": run.mode = \"distill\" needs a teacher; set teacher.checkpoint to a vitkd "
+  if (c.run_mode == RunMode::Distill && c.teacher_checkpoint.empty() && c.teacher_torchscript.empty())
+    throw UserError(origin + ": " + setting_text("run.mode", RunMode::Distill) + " needs a teacher; set teacher.checkpoint to a vitkd "
                     "checkpoint.h5 or teacher.torchscript to a torch.jit.save file (exactly one)");
-  if (c.run_mode == "distill" && !c.teacher_checkpoint.empty() && !c.teacher_torchscript.empty())
+  if (c.run_mode == RunMode::Distill && !c.teacher_checkpoint.empty() && !c.teacher_torchscript.empty())
     throw UserError(origin + ": both teacher.checkpoint and teacher.torchscript are set; "
                     "set exactly one of them (the other to \"\")");
   if (!(c.distill_temperature > 0)) bad("distill.temperature", "must be > 0");
@@ -429,8 +444,8 @@ void validate_config(const Config& c, const std::string& origin) {
                                        std::to_string(c.train_profile_from_step));
   if (c.checkpoint_every_steps < 0) bad("checkpoint.every_steps", "must be >= 0 (0 = only at the end)");
   if (c.checkpoint_keep < 1) bad("checkpoint.keep", "must be at least 1");
-  if (c.checkpoint_resume.empty())
-    bad("checkpoint.resume", "must be \"auto\", \"never\" or the path of a checkpoint.h5");
+  if (c.checkpoint_resume.kind == ResumeKind::Path && c.checkpoint_resume.path.empty())
+    bad("checkpoint.resume", "must be " + choice_list<ResumeKind>() + " or the path of a checkpoint.h5");
 }
 
 std::string config_to_toml(const Config& cfg) {

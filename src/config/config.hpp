@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.hpp"
 
 namespace vitkd {
 
@@ -18,24 +19,26 @@ struct PathList {
 };
 
 // X(section, key, C++ type, default, help); the types are std::string,
-// int64_t, double, bool, std::vector<double> (a TOML array of numbers) and
-// PathList (a string or an array of strings).
+// int64_t, double, bool, std::vector<double> (a TOML array of numbers),
+// PathList (a string or an array of strings), the choices' enums
+// (config/choices.hpp: a TOML string, one of the choice's words) and
+// ResumeFrom ("auto", "never" or a path).
 #define VITKD_CONFIG_TABLE(X)                                                              \
-  X(run, mode, std::string, "teacher", "\"teacher\" (cross-entropy) or \"distill\"")       \
+  X(run, mode, RunMode, RunMode::Teacher, "\"teacher\" (cross-entropy) or \"distill\"")       \
   X(run, out_dir, std::string, "runs/default", "directory for everything the run writes")  \
   X(run, seed, int64_t, 42, "seed for the data order, augmentation and initialisation")    \
-  X(run, device, std::string, "auto",                                                        \
+  X(run, device, DeviceKind, DeviceKind::Auto,                                                        \
     "\"auto\" (CUDA when LibTorch has it and every rank sees a GPU), \"cpu\" or \"cuda\"")     \
   X(data, path, std::string, "data/fmnist.h5", "HDF5 dataset made by `vitkd prepare`")     \
   X(data, batch_size, int64_t, 64, "samples per rank per step")                            \
   X(data, augment, bool, false, "training views: the random crop of data.crop and a horizontal flip") \
-  X(data, crop, std::string, "pad", "random crop when augment is on: \"pad\" (shift by up to crop_pad pixels, zero padded; images stored at model.image_size) or \"random_resized\" (torchvision's RandomResizedCrop to model.image_size, bilinear; docs/training.md)") \
+  X(data, crop, CropKind, CropKind::Pad, "random crop when augment is on: \"pad\" (shift by up to crop_pad pixels, zero padded; images stored at model.image_size) or \"random_resized\" (torchvision's RandomResizedCrop to model.image_size, bilinear; docs/training.md)") \
   X(data, crop_pad, int64_t, 2, "padding in pixels for the random crop")                   \
   X(data, crop_scale, std::vector<double>, (std::vector<double>{0.08, 1.0}), "random_resized: range of the crop's area as a fraction of the image, in (0, 1]") \
   X(data, crop_ratio, std::vector<double>, (std::vector<double>{0.75, 4.0 / 3.0}), "random_resized: range of the crop's aspect ratio (width / height), in (0, inf)") \
   X(data, crop_pct, double, 0.875, "evaluation (and unaugmented training) view of images stored larger than model.image_size: the shorter side resized to image_size / crop_pct, then the centre crop (timm's crop_pct); images stored at image_size are used whole") \
   X(data, flip, bool, true, "random horizontal flip when augment is on")                   \
-  X(data, policy, std::string, "none", "when augment is on, after the crop and flip: the augmentation policy, \"none\" or \"trivial_augment\" (torchvision's TrivialAugmentWide: one of 14 colour and geometric ops per view at a uniform magnitude; docs/training.md)") \
+  X(data, policy, Policy, Policy::None, "when augment is on, after the crop and flip: the augmentation policy, \"none\" or \"trivial_augment\" (torchvision's TrivialAugmentWide: one of 14 colour and geometric ops per view at a uniform magnitude; docs/training.md)") \
   X(data, random_erase, double, 0.0, "when augment is on: probability of random erasing, one box of 2-33 % of the view filled with per-pixel normal noise (timm's RandomErasing, mode \"pixel\"; DeiT uses 0.25); 0 = off") \
   X(data, mixup, double, 0.0, "when augment is on: Mixup's alpha, lam ~ Beta(alpha, alpha) per sample (timm's mixup_alpha; DeiT uses 0.8); 0 = off") \
   X(data, cutmix, double, 0.0, "when augment is on: CutMix's alpha (timm's cutmix_alpha; DeiT uses 1.0); 0 = off") \
@@ -44,9 +47,9 @@ struct PathList {
   X(data, drop_last, bool, false, "drop the last partial global batch of each epoch")      \
   X(data, prefetch, int64_t, 4, "batches the prefetch thread may read ahead")              \
   X(data, loader_threads, int64_t, -1, "threads per rank that read and transform the training batches ahead of the step; 0 = the transform runs on the compute thread (one thread only reads); -1 = the rank's cores beside its train.threads compute threads (0 when there are none)") \
-  X(data, transfer, std::string, "auto", "how training batches leave the host: \"float32\" (normalized there), \"uint8\" (the views' grey levels, a quarter of the bytes, normalized where the model runs; resampled views rounded to whole grey levels; needs data.policy = \"none\", data.random_erase = 0 and no mixing, which work on normalized values) or \"auto\" (uint8 on a GPU where the transform allows it, float32 elsewhere; docs/training.md)") \
-  X(data, eval_split, std::string, "test", "the split every evaluation during training reads: \"test\" or \"val\" (the validation split of `vitkd prepare --val-fraction`; then the final model also reads the test split once: result.json test_top1, test_predictions.json)") \
-  X(data, io, std::string, "serial",                                                         \
+  X(data, transfer, InputTransfer, InputTransfer::Auto, "how training batches leave the host: \"float32\" (normalized there), \"uint8\" (the views' grey levels, a quarter of the bytes, normalized where the model runs; resampled views rounded to whole grey levels; needs data.policy = \"none\", data.random_erase = 0 and no mixing, which work on normalized values) or \"auto\" (uint8 on a GPU where the transform allows it, float32 elsewhere; docs/training.md)") \
+  X(data, eval_split, EvalSplit, EvalSplit::Test, "the split every evaluation during training reads: \"test\" or \"val\" (the validation split of `vitkd prepare --val-fraction`; then the final model also reads the test split once: result.json test_top1, test_predictions.json)") \
+  X(data, io, SampleIo, SampleIo::Serial,                                                         \
     "sample reads: \"serial\" (each rank opens the file; a thread reads ahead) or \"mpio\" (one collective MPI-IO open; reads on demand)") \
   X(model, preset, std::string, "", "\"\" or one of timm's ViT shapes: \"vit_ti16\", \"vit_s16\", \"vit_b16\", \"vit_l16\" (patch 16 at 224x224x3, MLP ratio 4, LayerNorm eps 1e-6); a model key set beside it in the same source wins, and a preset set on the command line replaces the file's model keys (docs/configuration.md, Model presets)") \
   X(model, image_size, int64_t, 28, "input height and width in pixels")                    \
@@ -59,13 +62,13 @@ struct PathList {
   X(model, classes, int64_t, 10, "number of classes")                                      \
   X(model, dist_token, bool, false, "add DeiT's distillation token and head")               \
   X(model, norm_eps, double, 1e-6, "LayerNorm epsilon (PyTorch's nn.LayerNorm default is 1e-5)") \
-  X(model, init, std::string, "trunc_normal", "\"trunc_normal\" (normal(0, 0.02) clipped at +-0.04) or \"torch\" (PyTorch's module defaults)") \
-  X(model, decay, std::string, "matrices", "AdamW weight decay on \"matrices\" (not biases, norms, tokens, pos_embed) or \"all\" parameters") \
+  X(model, init, InitScheme, InitScheme::TruncNormal, "\"trunc_normal\" (normal(0, 0.02) clipped at +-0.04) or \"torch\" (PyTorch's module defaults)") \
+  X(model, decay, DecayScope, DecayScope::Matrices, "AdamW weight decay on \"matrices\" (not biases, norms, tokens, pos_embed) or \"all\" parameters") \
   X(model, drop_path, double, 0.0, "stochastic depth as timm's drop_path_rate, in [0, 1): in training, block i drops its attention and MLP branches per sample with probability drop_path * i / (depth - 1) and scales kept ones by 1 / keep; keyed by (run.seed, epoch, sample, block, branch); 0 = off (docs/training.md)") \
-  X(model, attention, std::string, "auto", "attention kernel: \"auto\" (LibTorch's fused at::scaled_dot_product_attention where it has one, 2.1 and newer, on GPUs and in fp32; unfused on CPUs in bf16, where it measured faster), \"fused\" or \"unfused\" (bmm-softmax-bmm, every LibTorch; docs/training.md)") \
+  X(model, attention, AttentionKernel, AttentionKernel::Auto, "attention kernel: \"auto\" (LibTorch's fused at::scaled_dot_product_attention where it has one, 2.1 and newer, on GPUs and in fp32; unfused on CPUs in bf16, where it measured faster), \"fused\" or \"unfused\" (bmm-softmax-bmm, every LibTorch; docs/training.md)") \
   X(teacher, checkpoint, PathList, PathList{}, "vitkd checkpoint of the teacher (distill mode); an array of checkpoints is an ensemble: the targets are the mean of their probabilities") \
   X(teacher, torchscript, std::string, "", "or a torch.jit.save file: normalized float [N,C,H,W] -> logits [N,K]") \
-  X(distill, kind, std::string, "soft", "\"soft\" (KL) or \"hard\" (teacher argmax)")      \
+  X(distill, kind, DistillKind, DistillKind::Soft, "\"soft\" (KL) or \"hard\" (teacher argmax)")      \
   X(distill, temperature, double, 4.0, "softmax temperature tau for the soft loss")        \
   X(distill, alpha, double, 0.5, "weight of the distillation term in the soft loss")       \
   X(distill, teacher_cache, bool, false, "reuse cached teacher targets: with augment = false each sample's logits are computed once; with augment = true (or a `vitkd teacher-cache` file) the cached views and top-k targets replay, no teacher pass (docs/teacher-cache.md)") \
@@ -100,21 +103,21 @@ struct PathList {
   X(sift, beta, double, 1.0, "keep probability pct^beta; expected kept fraction 1/(1+beta)")  \
   X(sift, history, int64_t, 500, "losses kept in the history (all ranks' samples)")          \
   X(sift, delay, int64_t, 1000, "optimizer steps before sifting starts")                     \
-  X(sift, criterion, std::string, "ce", "\"ce\" (student CE picks, teacher on kept only) or \"kd\"") \
-  X(sift, scope, std::string, "sample",                                                      \
+  X(sift, criterion, SiftCriterion, SiftCriterion::CrossEntropy, "\"ce\" (student CE picks, teacher on kept only) or \"kd\"") \
+  X(sift, scope, SiftScope, SiftScope::Sample,                                                      \
     "\"sample\" (unkept samples skip training) or \"teacher\" (all train; unkept skip the teacher)") \
   X(sift, trace, bool, false, "write every decision to out_dir/sift_trace.txt (epoch index loss kept)") \
-  X(dist, backend, std::string, "auto", "gradient communication: \"auto\" (NCCL on CUDA, MPI on CPUs), \"mpi\" or \"nccl\"") \
+  X(dist, backend, Backend, Backend::Auto, "gradient communication: \"auto\" (NCCL on CUDA, MPI on CPUs), \"mpi\" or \"nccl\"") \
   X(dist, bucket_mb, double, 25.0, "gradient bucket size in MB (fp32) for the reduce-scatter") \
   X(dist, overlap, bool, true, "start bucket reduce-scatters during backward")              \
-  X(dist, sharding, std::string, "zero1", "\"zero1\" (sharded AdamW) or \"none\" (allreduce baseline)") \
-  X(precision, compute, std::string, "auto",                                                \
+  X(dist, sharding, Sharding, Sharding::Zero1, "\"zero1\" (sharded AdamW) or \"none\" (allreduce baseline)") \
+  X(precision, compute, Precision, Precision::Auto,                                                \
     "\"auto\" (bf16 on a GPU and on CPUs with native bf16, AVX512_BF16 or AMX; fp32 elsewhere; a resumed run keeps its checkpoint's), \"bf16\" (autocast matmuls) or \"fp32\"") \
-  X(precision, reduce, std::string, "fp32",                                                 \
+  X(precision, reduce, Precision, Precision::Fp32,                                                 \
     "gradient reduce-scatter type: \"fp32\", \"bf16\", or \"auto\" (the compute precision chosen)") \
   X(checkpoint, every_steps, int64_t, 1000, "write out_dir/checkpoint.h5 every N steps (0 = only at the end)") \
   X(checkpoint, keep, int64_t, 2, "checkpoints kept as out_dir/checkpoint-step<N>.h5 (the newest is also checkpoint.h5)") \
-  X(checkpoint, resume, std::string, "auto", "\"auto\" (newest good checkpoint in out_dir), \"never\", or a PATH")
+  X(checkpoint, resume, ResumeFrom, ResumeFrom{}, "\"auto\" (newest good checkpoint in out_dir), \"never\", or a PATH")
 
 #define VITKD_CFG_FIELD(section, key, type, def, help) type section##_##key = def;
 

@@ -145,7 +145,7 @@ Loader::Loader(const DatasetMeta& meta, const LoaderOptions& opt) : meta_(meta),
     mpio_images_ = H5Obj(VK_CHECK(H5, H5Dopen2(mpio_file_, ("/" + opt_.split + "/images").c_str(), H5P_DEFAULT)));
     mpio_labels_ = H5Obj(VK_CHECK(H5, H5Dopen2(mpio_file_, ("/" + opt_.split + "/labels").c_str(), H5P_DEFAULT)));
     H5Obj fapl(VK_CHECK(H5, H5Fget_access_plist(mpio_file_)));
-    if (VK_CHECK(H5, H5Pget_driver(fapl)) == H5FD_MPIO) io_mode_ = "mpio";
+    if (VK_CHECK(H5, H5Pget_driver(fapl)) == H5FD_MPIO) io_mode_ = SampleIo::Mpio;
     return;
   }
   const int n_threads = opt_.transform ? std::max(1, opt_.threads) : 1;

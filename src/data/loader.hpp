@@ -133,10 +133,10 @@ class Loader {
   int64_t steps_per_epoch() const { return steps_; }
   int64_t split_size() const { return n_; }
   const std::string& split_name() const { return opt_.split; }
-  /// How this rank reads the samples, as found, not as asked: "mpio" when the
+  /// How this rank reads the samples, as found, not as asked: Mpio when the
   /// open file's access property list has HDF5's MPI-IO driver
-  /// (H5Pget_driver), "serial" otherwise (result.json's data_io).
-  const std::string& io_mode() const { return io_mode_; }
+  /// (H5Pget_driver), Serial otherwise (result.json's data_io).
+  SampleIo io_mode() const { return io_mode_; }
 
  private:
   void run();
@@ -150,7 +150,7 @@ class Loader {
   int64_t perm_epoch_ = -1;
   std::optional<MixPairing> pairing_;  ///< with LoaderOptions::mix
   H5Obj mpio_file_, mpio_images_, mpio_labels_;  ///< data.io = "mpio" only
-  std::string io_mode_ = "serial";
+  SampleIo io_mode_ = SampleIo::Serial;
 
   std::vector<std::thread> threads_;
   std::mutex mu_, perm_mu_;

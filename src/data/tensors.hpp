@@ -15,10 +15,10 @@ namespace vitkd {
 /// memory (needs CUDA LibTorch), so that a non-blocking copy to a GPU
 /// overlaps the host's next work.
 torch::Tensor batch_input(const Batch& b, const DatasetMeta& m, const AugmentSpec& aug, bool pinned = false);
-/// How a training batch's input leaves the host (data.transfer): normalized
-/// float32, or the views' grey levels as uint8 (a quarter of the bytes),
-/// normalized where the model runs by normalize_grey_levels().
-enum class InputTransfer : uint8_t { Float32, Uint8 };
+// How a training batch's input leaves the host (data.transfer, InputTransfer
+// in config/choices.hpp, resolved: Float32 or Uint8): normalized float32, or
+// the views' grey levels as uint8 (a quarter of the bytes), normalized where
+// the model runs by normalize_grey_levels().
 
 /// A training batch as tensors: the input x float32 [n, C, S, S] (uint8 grey
 /// levels with InputTransfer::Uint8), and the

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <sstream>
 
-#include "config/config.hpp"
 #include "data/dataset.hpp"
 #include "comm/world.hpp"
 #include "io/checkpoint.hpp"
@@ -214,7 +213,8 @@ class TorchScriptTeacher : public Teacher {
   std::string describe() const override {
     return "TorchScript module " + path_ + " (" + std::to_string(params_) + " parameters, " +
            (bf16_ ? std::string("bf16 autocast")
-                  : fallback_.empty() ? std::string("fp32") : "fp32: bf16 failed (" + fallback_ + ")") +
+                  : std::string(choice_name(Precision::Fp32)) +
+                        (fallback_.empty() ? "" : ": bf16 failed (" + fallback_ + ")")) +
            ", FLOPs unknown: MFU counts the student only)";
   }
   void to(const torch::Device& d) override {
@@ -296,22 +296,22 @@ class EnsembleTeacher : public Teacher {
 
 }  // namespace
 
-std::unique_ptr<Teacher> make_teacher(const Config& cfg, const DatasetMeta& meta, bool bf16) {
+std::unique_ptr<Teacher> make_teacher(const TeacherSpec& spec, const DatasetMeta& meta) {
   // The teacher reads the student's views: model.image_size pixels square.
-  const int64_t side = cfg.model_image_size;
-  if (!cfg.teacher_torchscript.empty()) {
+  const int64_t side = spec.view_side;
+  if (!spec.torchscript.empty()) {
     DatasetMeta views = meta;
     views.height = views.width = side;
-    return std::make_unique<TorchScriptTeacher>(cfg.teacher_torchscript, views, bf16);
+    return std::make_unique<TorchScriptTeacher>(spec.torchscript, views, spec.bf16);
   }
   // model.attention holds for every vitkd ViT of the run, the teacher's too.
-  const AttentionKernel attention = attention_kernel(cfg.model_attention, "the configuration");
-  if (cfg.teacher_checkpoint.size() == 1)
-    return std::make_unique<CheckpointTeacher>(cfg.teacher_checkpoint[0], meta, side, bf16, attention);
+  const AttentionKernel attention = attention_kernel(spec.attention, "the configuration");
+  if (spec.checkpoints.size() == 1)
+    return std::make_unique<CheckpointTeacher>(spec.checkpoints[0], meta, side, spec.bf16, attention);
   std::vector<std::unique_ptr<Teacher>> members;
-  for (const std::string& path : cfg.teacher_checkpoint.paths)
-    members.push_back(std::make_unique<CheckpointTeacher>(path, meta, side, bf16, attention));
-  return std::make_unique<EnsembleTeacher>(std::move(members), cfg.distill_temperature);
+  for (const std::string& path : spec.checkpoints)
+    members.push_back(std::make_unique<CheckpointTeacher>(path, meta, side, spec.bf16, attention));
+  return std::make_unique<EnsembleTeacher>(std::move(members), spec.temperature);
 }
 
 }  // namespace vitkd

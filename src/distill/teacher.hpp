@@ -18,11 +18,24 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "config/choices.hpp"
 
 namespace vitkd {
 
-struct Config;
 struct DatasetMeta;
+
+/// The teacher a run distills from, as the configuration names it (built by
+/// teacher_spec() in train/setup.hpp, the one place that reads those keys).
+struct TeacherSpec {
+  std::vector<std::string> checkpoints;  ///< teacher.checkpoint: one vitkd checkpoint, or several (an ensemble)
+  std::string torchscript;               ///< teacher.torchscript ("" = none; exactly one of the two is set)
+  int64_t view_side = 0;                 ///< model.image_size: the student's views, pixels square
+  AttentionKernel attention = AttentionKernel::Auto;  ///< model.attention, for vitkd teachers
+  double temperature = 4.0;              ///< distill.temperature: an ensemble averages softmax(logits / tau)
+  bool bf16 = false;                     ///< precision.compute resolved to bf16
+};
 
 class Teacher {
  public:
@@ -47,7 +60,7 @@ class Teacher {
 /// Builds the configured teacher and checks that it fits the dataset (input
 /// size, channels, class count): a UserError naming the file, the expected and
 /// actual shapes and the fix otherwise. Call on every rank (each runs its own
-/// copy); `bf16` = precision.compute is "bf16".
-std::unique_ptr<Teacher> make_teacher(const Config& cfg, const DatasetMeta& meta, bool bf16);
+/// copy).
+std::unique_ptr<Teacher> make_teacher(const TeacherSpec& spec, const DatasetMeta& meta);
 
 }  // namespace vitkd

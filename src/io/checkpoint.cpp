@@ -119,6 +119,18 @@ void get_attr(hid_t f, const std::string& n, int64_t& v) { v = h5_attr_int(f, n)
 void get_attr(hid_t f, const std::string& n, std::string& v) { v = h5_attr_string(f, n); }
 void get_attr(hid_t f, const std::string& n, double& v) { v = h5_attr_double(f, n); }
 void get_attr(hid_t f, const std::string& n, bool& v) { v = h5_attr_int(f, n) != 0; }
+// A configuration choice (model.init, model.decay), as its word.
+template <class E, std::enable_if_t<is_choice<E>::value, int> = 0> void put_attr(hid_t f, const std::string& n, E v) {
+  h5_attr_write(f, n, std::string(choice_name(v)));
+}
+template <class E, std::enable_if_t<is_choice<E>::value, int> = 0> void get_attr(hid_t f, const std::string& n, E& v) {
+  const std::string word = h5_attr_string(f, n);
+  const auto value = parse_choice<E>(word);
+  if (!value)
+    throw UserError("attribute " + n + " = \"" + word + "\" is not one of " + choice_list<E>() +
+                    "; the checkpoint is corrupt or from a newer vitkd");
+  v = *value;
+}
 }  // namespace
 
 void write_model_spec_attrs(hid_t f, const ModelSpec& s) {
@@ -327,8 +339,8 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   ModelSpec& s = info.spec;
   // What every vitkd before these attributes did, whatever the defaults are now.
   s.norm_eps = 1e-6;
-  s.init = "trunc_normal";
-  s.decay = "matrices";
+  s.init = InitScheme::TruncNormal;
+  s.decay = DecayScope::Matrices;
 #define VITKD_GET(type, name, def, meaning) \
   if (h5_attr_exists(f, "model_" #name)) get_attr(f, "model_" #name, s.name);
   VITKD_MODEL_SPEC_FIELDS(VITKD_GET)

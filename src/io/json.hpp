@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/choices.hpp"
+
 namespace vitkd {
 
 class JsonObject {
@@ -20,6 +22,10 @@ class JsonObject {
   JsonObject& set(const std::string& key, int64_t v) { return put(key, v); }
   JsonObject& set(const std::string& key, int v) { return put(key, static_cast<int64_t>(v)); }
   JsonObject& set(const std::string& key, bool v) { return put(key, v); }
+  /// A configuration choice, as its word.
+  template <class E, std::enable_if_t<is_choice<E>::value, int> = 0> JsonObject& set(const std::string& key, E v) {
+    return put(key, std::string(choice_name(v)));
+  }
   JsonObject& set(const std::string& key, const std::vector<double>& v);
   JsonObject& set(const std::string& key, const std::vector<std::string>& v) { return put(key, v); }
   JsonObject& set(const std::string& key, const std::vector<int64_t>& v) { return put(key, v); }

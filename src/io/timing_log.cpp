@@ -143,9 +143,9 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
       // precision of the run that appends, the one that wrote last.
       h5_attr_write(file_, "gemm_bf16_flops_per_core", a.gemm_bf16_flops_per_core);
       h5_attr_write(file_, "gemm_flops_per_core", a.gemm_bf16_flops_per_core);
-      h5_attr_write(file_, "compute", a.compute);
-      h5_attr_write(file_, "eval_split", a.eval_split);
-      h5_attr_write(file_, "input_transfer", a.input_transfer);
+      h5_attr_write(file_, "compute", std::string(choice_name(a.compute)));
+      h5_attr_write(file_, "eval_split", std::string(choice_name(a.eval_split)));
+      h5_attr_write(file_, "input_transfer", std::string(choice_name(a.input_transfer)));
       cpu_times(&last_user_, &last_sys_);
       return;
     }
@@ -160,7 +160,7 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
   std::vector<std::string> hosts;
   for (int r = 0; r < w.size; ++r) hosts.emplace_back(all.data() + 256 * r);
   h5_attr_write(file_, "hostnames", hosts);
-  h5_attr_write(file_, "mode", a.mode);
+  h5_attr_write(file_, "mode", std::string(choice_name(a.mode)));
   h5_attr_write(file_, "model", a.model);
   h5_attr_write(file_, "parameters", a.parameters);
   h5_attr_write(file_, "teacher_parameters", a.teacher_parameters);
@@ -168,10 +168,10 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
   h5_attr_write(file_, "bytes_per_rank", a.bytes_per_rank);
   h5_attr_write(file_, "gemm_bf16_flops_per_core", a.gemm_bf16_flops_per_core);
   h5_attr_write(file_, "gemm_flops_per_core", a.gemm_bf16_flops_per_core);
-  h5_attr_write(file_, "compute", a.compute);
-  h5_attr_write(file_, "eval_split", a.eval_split);
+  h5_attr_write(file_, "compute", std::string(choice_name(a.compute)));
+  h5_attr_write(file_, "eval_split", std::string(choice_name(a.eval_split)));
   h5_attr_write(file_, "threads_per_rank", a.threads_per_rank);
-  h5_attr_write(file_, "input_transfer", a.input_transfer);
+  h5_attr_write(file_, "input_transfer", std::string(choice_name(a.input_transfer)));
   const hsize_t P = w.size, F = kNumPhases;
   create_extendible(file_, "/step_seconds", H5T_NATIVE_DOUBLE, {P, F});
   {

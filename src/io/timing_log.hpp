@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.hpp"
 #include "io/h5.hpp"
 #include "util/timing.hpp"
 
@@ -36,14 +37,15 @@ constexpr H5Format kTimingH5{"vitkd-timing", 1, "timing log",
                              "point at the timing.h5 that vitkd train writes in run.out_dir"};
 
 struct TimingLogAttrs {
-  std::string mode, model;
+  RunMode mode = RunMode::Teacher;
+  std::string model;
   int64_t parameters = 0, teacher_parameters = 0, bytes_per_rank = 0, threads_per_rank = 1;
   /// gemm_bf16_flops_per_core: the MFU ceiling (matrix-product FLOP/s per
   /// core) in the precision `compute` names.
   double flops_per_sample = 0, gemm_bf16_flops_per_core = 0;
-  std::string compute = "bf16";  ///< "bf16" | "fp32": the precision the run computes in
-  std::string eval_split = "test";  ///< the split of /eval/test_top1 (data.eval_split)
-  std::string input_transfer = "float32";  ///< data.transfer as resolved
+  Precision compute = Precision::Bf16;  ///< the precision the run computes in: Bf16 | Fp32
+  EvalSplit eval_split = EvalSplit::Test;  ///< the split of /eval/test_top1 (data.eval_split)
+  InputTransfer input_transfer = InputTransfer::Float32;  ///< data.transfer as resolved: Float32 | Uint8
 };
 
 /// One step's global metrics (the same on every rank; counters summed over ranks).

@@ -97,17 +97,17 @@ std::string onednn_isa_cap() {
   return "";
 }
 
-PrecisionChoice decide_precision(const std::string& compute, const std::string& reduce, bool gpu, bool native,
+PrecisionChoice decide_precision(Precision compute, Precision reduce, bool gpu, bool native,
                                  double bf16_over_fp32, double probe_seconds, const std::string& cpu_why) {
   PrecisionChoice p;
   p.requested = compute;
   p.native_bf16 = gpu || native;
-  if (compute == "fp32") {
-    p.compute = "fp32";
+  if (compute == Precision::Fp32) {
+    p.compute = Precision::Fp32;
     p.why = "as configured";
   } else if (gpu) {
-    p.compute = "bf16";
-    p.why = compute == "auto" ? "auto: bf16 on a GPU" : "as configured";
+    p.compute = Precision::Bf16;
+    p.why = compute == Precision::Auto ? "auto: bf16 on a GPU" : "as configured";
   } else {
     p.bf16_over_fp32 = bf16_over_fp32;
     p.probe_seconds = probe_seconds;
@@ -116,21 +116,20 @@ PrecisionChoice decide_precision(const std::string& compute, const std::string& 
         fails ? std::string("bf16 matrix products fail in LibTorch here")
               : "bf16 matrix products " + fmt("%.2f", bf16_over_fp32) + "x fp32 in a " + fmt("%.2f", probe_seconds) +
                     " s probe";
-    if (compute == "auto") {
-      p.compute = native && !fails ? "bf16" : "fp32";
+    if (compute == Precision::Auto) {
+      p.compute = native && !fails ? Precision::Bf16 : Precision::Fp32;
       p.why = "auto: " + cpu_why + (native ? ", native bf16" : ", no native bf16") + "; " + measured;
     } else {
-      p.compute = "bf16";
+      p.compute = Precision::Bf16;
       p.why = "as configured; " + cpu_why + "; " + measured;
     }
   }
-  p.reduce = reduce == "auto" ? p.compute : reduce;
+  p.reduce = reduce == Precision::Auto ? p.compute : reduce;
   return p;
 }
 
-PrecisionChoice choose_precision(const std::string& compute, const std::string& reduce,
-                                 const torch::Device& device) {
-  if (compute == "fp32" || device.is_cuda())
+PrecisionChoice choose_precision(Precision compute, Precision reduce, const torch::Device& device) {
+  if (compute == Precision::Fp32 || device.is_cuda())
     return decide_precision(compute, reduce, device.is_cuda(), device.is_cuda(), 0, 0, "");
   // 0.2 s at most per rank: a fast bf16 unit answers in a few ms, an
   // emulated one (about 30 ms a call) in two or three calls. The ratio
@@ -147,24 +146,26 @@ PrecisionChoice choose_precision(const std::string& compute, const std::string& 
 std::string precision_warning(const PrecisionChoice& p) {
   if (p.probe_seconds <= 0) return "";  // fp32 as configured, or a GPU
   const std::string ratio = fmt("%.2f", p.bf16_over_fp32) + "x";
-  if (p.requested == "auto") {
+  const std::string is_auto = setting_text("precision.compute", Precision::Auto);
+  const std::string is_bf16 = setting_text("precision.compute", Precision::Bf16);
+  const std::string is_fp32 = setting_text("precision.compute", Precision::Fp32);
+  if (p.requested == Precision::Auto) {
     if (p.bf16_over_fp32 <= 0) return "";  // bf16 fails: fp32, as the start-up line says
     if (p.native_bf16 && p.bf16_over_fp32 < kBf16Contradiction)
-      return "precision.compute = \"auto\" chose bf16 for this CPU's native bf16, but bf16 matrix products "
-             "measured " + ratio + " fp32 here (a busy machine reads low); if that persists, set "
-             "precision.compute = \"fp32\"";
+      return is_auto + " chose bf16 for this CPU's native bf16, but bf16 matrix products measured " + ratio +
+             " fp32 here (a busy machine reads low); if that persists, set " + is_fp32;
     if (!p.native_bf16 && p.bf16_over_fp32 >= kBf16Advantage)
-      return "precision.compute = \"auto\" chose fp32 (no native bf16 known here), but bf16 matrix products "
-             "measured " + ratio + " fp32; set precision.compute = \"bf16\" to use them";
+      return is_auto + " chose fp32 (no native bf16 known here), but bf16 matrix products measured " + ratio +
+             " fp32; set " + is_bf16 + " to use them";
     return "";
   }
-  if (p.requested != "bf16" || p.bf16_over_fp32 >= kBf16Advantage) return "";
+  if (p.requested != Precision::Bf16 || p.bf16_over_fp32 >= kBf16Advantage) return "";
+  const std::string fix = "set " + is_auto + " or \"" + choice_name(Precision::Fp32) + "\"";
   if (p.bf16_over_fp32 <= 0)
-    return "precision.compute = \"bf16\", but LibTorch cannot multiply bf16 matrices on this CPU "
-           "(as configured it may be restricted below bf16 support); set precision.compute = \"auto\" or \"fp32\"";
-  return "precision.compute = \"bf16\" on a CPU whose bf16 matrix products run at " + ratio +
-         " the fp32 rate (bf16 is emulated here); training will be slow; "
-         "set precision.compute = \"auto\" or \"fp32\"";
+    return is_bf16 + ", but LibTorch cannot multiply bf16 matrices on this CPU (as configured it may be "
+           "restricted below bf16 support); " + fix;
+  return is_bf16 + " on a CPU whose bf16 matrix products run at " + ratio +
+         " the fp32 rate (bf16 is emulated here); training will be slow; " + fix;
 }
 
 }  // namespace vitkd

@@ -28,6 +28,8 @@
 
 #include <string>
 
+#include "config/choices.hpp"
+
 namespace vitkd {
 
 /// An explicit "bf16" whose products measure below this many times fp32 warns
@@ -40,14 +42,14 @@ constexpr double kBf16Advantage = 1.5;
 constexpr double kBf16Contradiction = 1.0;
 
 struct PrecisionChoice {
-  std::string requested;       ///< precision.compute as configured: "auto" | "bf16" | "fp32"
-  std::string compute;         ///< what runs: "bf16" | "fp32"
-  std::string reduce;          ///< gradient reduce-scatter type: "bf16" | "fp32"
+  Precision requested = Precision::Auto;  ///< precision.compute as configured
+  Precision compute = Precision::Fp32;    ///< what runs: Bf16 | Fp32
+  Precision reduce = Precision::Fp32;     ///< gradient reduce-scatter type: Bf16 | Fp32
   bool native_bf16 = false;    ///< the rule: this CPU (every rank's) has native bf16 products; true on a GPU
   double bf16_over_fp32 = 0;   ///< probe's bf16/fp32 matrix-product rate ratio (0 = not probed)
   double probe_seconds = 0;    ///< wall time of the probe on this rank (0 = not probed)
   std::string why;             ///< for the start-up line, e.g. "auto: bf16 matrix products 0.06x fp32 ..."
-  bool bf16() const { return compute == "bf16"; }
+  bool bf16() const { return compute == Precision::Bf16; }
 };
 
 /// The probe alone: bf16/fp32 rate ratio of one matrix product at a
@@ -70,7 +72,7 @@ std::string onednn_isa_cap();
 /// bf16 products failing here) only describes and warns, except that a
 /// failing bf16 product means fp32. `cpu_why` names the facts behind
 /// `native` for the start-up line. What runs and why.
-PrecisionChoice decide_precision(const std::string& compute, const std::string& reduce, bool gpu, bool native,
+PrecisionChoice decide_precision(Precision compute, Precision reduce, bool gpu, bool native,
                                  double bf16_over_fp32, double probe_seconds, const std::string& cpu_why);
 
 /// Resolves precision.compute and precision.reduce for a run on `device`:
@@ -78,8 +80,7 @@ PrecisionChoice decide_precision(const std::string& compute, const std::string& 
 /// probes; native only where every rank is native, the slowest rank's ratio
 /// reported). Prints nothing: the caller echoes `why` and warns with
 /// precision_warning().
-PrecisionChoice choose_precision(const std::string& compute, const std::string& reduce,
-                                 const torch::Device& device);
+PrecisionChoice choose_precision(Precision compute, Precision reduce, const torch::Device& device);
 
 /// One warning line for an explicit "bf16" that the hardware does not speed
 /// up, or for an "auto" whose probe contradicts the rule ("" when there is

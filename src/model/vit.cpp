@@ -52,8 +52,8 @@ std::string ModelSpec::describe() const {
   o << ", classes " << classes << (dist_token ? ", dist token" : "");
   // The training options, where they differ from the defaults.
   if (norm_eps != 1e-6) o << ", norm eps " << norm_eps;
-  if (init != "trunc_normal") o << ", init " << init;
-  if (decay != "matrices") o << ", decay " << decay;
+  if (init != InitScheme::TruncNormal) o << ", init " << choice_name(init);
+  if (decay != DecayScope::Matrices) o << ", decay " << choice_name(decay);
   if (countable()) o << "; " << parameter_count() << " parameters";
   o << ")";
   return o.str();
@@ -63,15 +63,14 @@ torch::Tensor ViTOutput::prediction() const {
   return dist_logits.defined() ? (logits + dist_logits) * 0.5 : logits;
 }
 
-AttentionKernel attention_kernel(const std::string& setting, const std::string& origin) {
-  if (setting == "unfused") return AttentionKernel::Unfused;
-  if (setting == "fused" && !has_fused_attention())
-    throw UserError(origin + ": model.attention = \"fused\" needs LibTorch 2.1 or newer "
-                    "(at::scaled_dot_product_attention), and this vitkd is built against LibTorch " +
-                    std::string(TORCH_VERSION) + "; set model.attention = \"auto\" or \"unfused\", or build "
-                    "against a LibTorch 2.x (jobs/lanes/torch2.sh)");
-  if (setting == "fused") return AttentionKernel::Fused;
-  return AttentionKernel::Auto;  // "auto" (validate_config refuses any other value)
+AttentionKernel attention_kernel(AttentionKernel setting, const std::string& origin) {
+  if (setting == AttentionKernel::Fused && !has_fused_attention())
+    throw UserError(origin + ": " + setting_text("model.attention", AttentionKernel::Fused) +
+                    " needs LibTorch 2.1 or newer (at::scaled_dot_product_attention), and this vitkd is built "
+                    "against LibTorch " + std::string(TORCH_VERSION) + "; set " +
+                    setting_text("model.attention", AttentionKernel::Auto) + " or \"" +
+                    choice_name(AttentionKernel::Unfused) + "\", or build against a LibTorch 2.x (jobs/lanes/torch2.sh)");
+  return setting;
 }
 
 AttentionKernel attention_runs(AttentionKernel k, bool cuda, bool bf16) {
@@ -199,7 +198,7 @@ void ViTImpl::reset_parameters() {
     const size_t k = std::strlen(suf);
     return n.size() >= k && n.compare(n.size() - k, k, suf) == 0;
   };
-  if (spec.init == "torch") {
+  if (spec.init == InitScheme::Torch) {
     for (auto& p : named_parameters()) {
       auto t = p.value();
       const std::string& n = p.key();
@@ -241,7 +240,7 @@ void ViTImpl::reset_parameters() {
   }
 }
 
-DecayScope ViTImpl::decay_scope() const { return parse_decay_scope(spec.decay); }
+DecayScope ViTImpl::decay_scope() const { return spec.decay; }
 
 void ViTImpl::set_attention(AttentionKernel k) {
   for (auto& m : modules(/*include_self=*/false))

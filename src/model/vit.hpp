@@ -34,8 +34,8 @@ namespace vitkd {
   X(int64_t, classes, 10, "classes K")                                    \
   X(bool, dist_token, false, "DeiT distillation token and head")           \
   X(double, norm_eps, 1e-6, "LayerNorm epsilon (PyTorch's default: 1e-5)")  \
-  X(std::string, init, "trunc_normal", "initialisation: trunc_normal or torch") \
-  X(std::string, decay, "matrices", "AdamW weight decay on: matrices or all")
+  X(InitScheme, init, InitScheme::TruncNormal, "initialisation (model.init)") \
+  X(DecayScope, decay, DecayScope::Matrices, "AdamW weight decay on (model.decay)")
 
 /// Architecture of one ViT. Sizes in pixels / features (VITKD_MODEL_SPEC_FIELDS).
 /// Besides the shape it records how the weights start (init) and which of them
@@ -84,11 +84,10 @@ struct ViTOutput {
 /// otherwise. (Measured on an AVX512_BF16/AMX Xeon with LibTorch 2.15, ViT-S/16
 /// shapes, forward + backward: the fused kernel took 1.6-1.7x the time of the
 /// unfused one in bf16 and the same in fp32; experiments/performance-log.md.)
-enum class AttentionKernel { Auto, Unfused, Fused };
-/// model.attention ("auto", "fused" or "unfused") for this LibTorch; "fused"
-/// on a LibTorch without the kernel is a UserError naming `origin` (the
-/// configuration) and the fix.
-AttentionKernel attention_kernel(const std::string& setting, const std::string& origin);
+/// (AttentionKernel, model.attention, is in config/choices.hpp.)
+/// model.attention for this LibTorch: Fused on a LibTorch without the kernel
+/// is a UserError naming `origin` (the configuration) and the fix.
+AttentionKernel attention_kernel(AttentionKernel setting, const std::string& origin);
 /// The kernel `k` runs for inputs on a GPU (`cuda`) or the CPU, in bf16
 /// (autocast or bf16 weights) or not: Fused or Unfused.
 AttentionKernel attention_runs(AttentionKernel k, bool cuda, bool bf16);
@@ -152,9 +151,9 @@ struct ViTImpl : torch::nn::Module, DecayScoped {
   ViTOutput forward(const torch::Tensor& images, bool all_tokens = false, const DropPathScales* drop = nullptr);
   /// Every block's attention computes with `k` (model.attention).
   void set_attention(AttentionKernel k);
-  /// spec.init = "trunc_normal": normal(0, 0.02) clipped to +-2 sigma for every
+  /// spec.init = TruncNormal: normal(0, 0.02) clipped to +-2 sigma for every
   /// weight, the tokens and the position embedding; zero biases; unit norms.
-  /// spec.init = "torch": what a plain PyTorch ViT gets from its modules'
+  /// spec.init = Torch: what a plain PyTorch ViT gets from its modules'
   /// defaults (nn.Linear, a Conv2d patch embedding, nn.MultiheadAttention):
   /// Linear weights kaiming_uniform(a = sqrt(5)), i.e. U(+-1/sqrt(fan_in)), and
   /// biases U(+-1/sqrt(fan_in)) (patch projection: fan_in = C*p*p, as Conv2d);

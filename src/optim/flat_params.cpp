@@ -4,12 +4,6 @@
 
 namespace vitkd {
 
-DecayScope parse_decay_scope(const std::string& s) {
-  if (s == "matrices") return DecayScope::Matrices;
-  if (s == "all") return DecayScope::All;
-  throw std::invalid_argument("weight decay scope \"" + s + "\": expected \"matrices\" or \"all\"");
-}
-
 bool decays(const std::string& name, int64_t ndim, DecayScope scope) {
   if (scope == DecayScope::All) return true;
   auto ends_with = [&](const char* s) {

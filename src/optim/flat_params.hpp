@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.hpp"
+
 namespace vitkd {
 
 /// A contiguous range of the flat buffer, in elements.
@@ -29,14 +31,11 @@ struct ParamSlot {
   bool decay = false;          ///< AdamW weight decay applies
 };
 
-/// Which parameters take AdamW weight decay.
-enum class DecayScope {
-  Matrices,  ///< >= 2-D weights except the tokens and the position embedding
-  All,       ///< every parameter (torch.optim.AdamW with one parameter group)
-};
+// Which parameters take AdamW weight decay (model.decay, DecayScope in
+// config/choices.hpp): Matrices, >= 2-D weights except the tokens and the
+// position embedding; All, every parameter (torch.optim.AdamW with one
+// parameter group).
 
-/// "matrices" -> Matrices, "all" -> All; anything else throws std::invalid_argument.
-DecayScope parse_decay_scope(const std::string& s);
 
 /// A module that says which of its parameters take weight decay (ViT does,
 /// from model.decay). FlatParams asks a module that is one; any other module

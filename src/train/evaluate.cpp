@@ -26,10 +26,10 @@ void for_each_test_batch(Loader& test, const DatasetMeta& meta, const AugmentSpe
 
 }  // namespace
 
-LoaderOptions test_loader_options(LoaderOptions o) { return eval_loader_options(o, "test"); }
+LoaderOptions test_loader_options(LoaderOptions o) { return eval_loader_options(o, EvalSplit::Test); }
 
-LoaderOptions eval_loader_options(LoaderOptions o, const std::string& split) {
-  o.split = split;
+LoaderOptions eval_loader_options(LoaderOptions o, EvalSplit split) {
+  o.split = choice_name(split);
   o.shuffle = false;
   o.drop_last = false;
   o.batch_size = std::max<int64_t>(o.batch_size, 256);

@@ -12,8 +12,8 @@ namespace vitkd {
 /// once, in order, in batches of at least 256. The one rule for every
 /// evaluation, so that all of them see the same batches.
 LoaderOptions test_loader_options(LoaderOptions train);
-/// The same for `split` ("test" or "val": data.eval_split).
-LoaderOptions eval_loader_options(LoaderOptions train, const std::string& split);
+/// The same for `split` (data.eval_split; its word names the file's group).
+LoaderOptions eval_loader_options(LoaderOptions train, EvalSplit split);
 
 /// One evaluation's per-sample record: for every sample of the split, in the
 /// file's order, the predicted class and the label (the same on every rank).

@@ -71,14 +71,14 @@ JsonObject& set_point(JsonObject& o, const EvalRecord& e) {
 }  // namespace
 
 std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals) {
-  return evaluations_json(evals, "test");
+  return evaluations_json(evals, EvalSplit::Test);
 }
 
-std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals, const std::string& split) {
+std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals, EvalSplit split) {
   std::vector<JsonObject> out;
   for (const EvalRecord& e : evals) {
     JsonObject o;
-    set_point(o, e).set("epoch", e.epoch).set(split + "_top1", e.test_top1);
+    set_point(o, e).set("epoch", e.epoch).set(std::string(choice_name(split)) + "_top1", e.test_top1);
     out.push_back(o);
   }
   return out;
@@ -133,10 +133,12 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
       (st.samples_trained - t.trained_at_start) / std::max(1e-9, t.run_seconds - t.eval_seconds);
   const MemoryFootprint mem = s.opt->memory();
   // The read mode that ran, from each rank's open files (Loader::io_mode).
-  const bool mpio_here = s.train->io_mode() == "mpio" && (!s.test || s.test->io_mode() == "mpio");
+  const bool mpio_here = s.train->io_mode() == SampleIo::Mpio && (!s.test || s.test->io_mode() == SampleIo::Mpio);
   const int64_t mpio_ranks = allreduce_sum(int64_t(mpio_here ? 1 : 0));
-  const std::string data_io = mpio_ranks == w.size ? "mpio" : mpio_ranks == 0 ? "serial" : "mixed";
-  const bool val = cfg.data_eval_split == "val";  // the evaluations read /val; test once at the end
+  const std::string data_io = mpio_ranks == w.size ? choice_name(SampleIo::Mpio)
+                              : mpio_ranks == 0    ? choice_name(SampleIo::Serial)
+                                                   : "mixed";
+  const bool val = cfg.data_eval_split == EvalSplit::Val;  // the evaluations read /val; test once at the end
   // MFU: the model's matrix-product FLOP/s per core over the ceiling. Above 1
   // the ceiling is wrong (measured under load, or given too low): no MFU is
   // written then, only the two figures, with one warning.
@@ -166,7 +168,7 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("gemm_bf16_flops_per_core", s.gemm_ceiling)
         .set("samples_kept", st.samples_kept)
         .set("kept_fraction", st.samples_seen ? double(st.samples_kept) / st.samples_seen : 0.0)
-        .set("sift_scope", cfg.sift_enabled ? cfg.sift_scope : std::string("off"))
+        .set("sift_scope", cfg.sift_enabled ? std::string(choice_name(cfg.sift_scope)) : std::string("off"))
         .set("teacher_forwards", teacher_forwards)
         .set("teacher_parameters", distill ? s.teacher->parameters() : int64_t(0))
         .set("optimizer_bytes_per_rank", mem.optimizer)

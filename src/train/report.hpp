@@ -55,7 +55,7 @@ std::vector<int64_t> first_reaching(const std::vector<EvalRecord>& evals,
 /// null fields when none did).
 std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals);
 /// The same with each evaluation's top-1 under `<split>_top1` (test_top1 or val_top1).
-std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals, const std::string& split);
+std::vector<JsonObject> evaluations_json(const std::vector<EvalRecord>& evals, EvalSplit split);
 
 /// Rank 0: writes `path` as JSON: {"split", "dataset", "top1", "labels", "predictions"}
 /// (per sample of the split, in the file's order).

@@ -29,8 +29,9 @@ struct HostMoments {
 
 std::string choose_resume(const Config& cfg, ViT& model, int64_t numel) {
   std::string chosen, error;
-  if (world().root() && cfg.checkpoint_resume != "never") {
-    if (cfg.checkpoint_resume == "auto") {
+  const ResumeKind kind = cfg.checkpoint_resume.kind;
+  if (world().root() && kind != ResumeKind::Never) {
+    if (kind == ResumeKind::Auto) {
       const auto cands = checkpoint_candidates(cfg.run_out_dir);
       std::string first_problem;
       for (size_t i = 0; i < cands.size() && chosen.empty(); ++i) {
@@ -45,13 +46,14 @@ std::string choose_resume(const Config& cfg, ViT& model, int64_t numel) {
       if (!chosen.empty() && chosen != cands.front())
         log0("resume: falling back to the previous good checkpoint %s\n", chosen.c_str());
       if (chosen.empty() && !cands.empty())
-        error = "checkpoint.resume = \"auto\": " + cfg.run_out_dir +
+        error = setting_text("checkpoint.resume", ResumeKind::Auto) + ": " + cfg.run_out_dir +
                 " holds checkpoints but none can be resumed (newest: " + first_problem +
-                "); choose another run.out_dir, or set checkpoint.resume = \"never\" to start over";
+                "); choose another run.out_dir, or set " + setting_text("checkpoint.resume", ResumeKind::Never) +
+                " to start over";
     } else {
       try {
-        validate_training_checkpoint(cfg.checkpoint_resume, model, numel);
-        chosen = cfg.checkpoint_resume;
+        validate_training_checkpoint(cfg.checkpoint_resume.path, model, numel);
+        chosen = cfg.checkpoint_resume.path;
       } catch (const UserError& e) {
         error = std::string("checkpoint.resume: ") + e.what();
       }
@@ -64,12 +66,13 @@ std::string choose_resume(const Config& cfg, ViT& model, int64_t numel) {
 
 void keep_resumed_precision(const Config& cfg, PrecisionChoice& p) {
   std::string path, recorded;
-  if (world().root() && cfg.checkpoint_resume != "never") {
-    if (cfg.checkpoint_resume == "auto") {
+  const ResumeKind kind = cfg.checkpoint_resume.kind;
+  if (world().root() && kind != ResumeKind::Never) {
+    if (kind == ResumeKind::Auto) {
       const auto cands = checkpoint_candidates(cfg.run_out_dir);
       if (!cands.empty()) path = cands.front();
     } else {
-      path = cfg.checkpoint_resume;
+      path = cfg.checkpoint_resume.path;
     }
     try {
       if (!path.empty()) recorded = read_checkpoint_info(path).compute;
@@ -79,19 +82,20 @@ void keep_resumed_precision(const Config& cfg, PrecisionChoice& p) {
   }
   path = broadcast_string(path);
   recorded = broadcast_string(recorded);
-  if ((recorded != "bf16" && recorded != "fp32") || recorded == p.compute) return;
-  if (p.requested != "auto") {
+  const std::optional<Precision> was = parse_choice<Precision>(recorded);
+  if (!was || *was == Precision::Auto || *was == p.compute) return;
+  if (p.requested != Precision::Auto) {
     log0("precision: computing in %s as configured (precision.compute); %s was computed in %s\n",
-         p.compute.c_str(), path.c_str(), recorded.c_str());
+         choice_name(p.compute), path.c_str(), recorded.c_str());
     return;
   }
   const bool bf16_fails = p.probe_seconds > 0 && p.bf16_over_fp32 <= 0;
-  if (recorded == "bf16" && bf16_fails) return;  // the start-up line says why fp32
+  if (*was == Precision::Bf16 && bf16_fails) return;  // the start-up line says why fp32
   p.why = "auto: kept from " + path + ", which was computed in " + recorded + " (here auto alone would choose " +
-          p.compute + "; set precision.compute to change it); " + p.why.substr(p.why.find(':') + 2);
-  const bool reduce_follows = p.reduce == p.compute && cfg.precision_reduce == "auto";
-  p.compute = recorded;
-  if (reduce_follows) p.reduce = recorded;
+          choice_name(p.compute) + "; set precision.compute to change it); " + p.why.substr(p.why.find(':') + 2);
+  const bool reduce_follows = p.reduce == p.compute && cfg.precision_reduce == Precision::Auto;
+  p.compute = *was;
+  if (reduce_follows) p.reduce = *was;
 }
 
 CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSetup& s,
@@ -112,19 +116,22 @@ CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSet
                     std::to_string(cfg.data_batch_size) + " x " + std::to_string(w.size) + " ranks); " +
                     (fits ? "set data.batch_size = " + std::to_string(st.global_batch / w.size)
                           : std::string("use a rank count that divides ") + std::to_string(st.global_batch)) +
-                    " to resume, or checkpoint.resume = \"never\" to start over");
+                    " to resume, or " + setting_text("checkpoint.resume", ResumeKind::Never) + " to start over");
   }
   if (st.seed != static_cast<uint64_t>(cfg.run_seed))
     throw UserError(path + " was written with run.seed = " + std::to_string(st.seed) +
-                    "; resume with the same seed (the data order depends on it), or set "
-                    "checkpoint.resume = \"never\" to start over");
+                    "; resume with the same seed (the data order depends on it), or set " +
+                    setting_text("checkpoint.resume", ResumeKind::Never) + " to start over");
   // The evaluations so far read the checkpoint's data.eval_split: a curve stays on one split.
   // (A checkpoint from before data.eval_split existed evaluated on test, the key's default.)
-  const std::string split_before =
-      info.config.find("eval_split = \"val\"") != std::string::npos ? "val" : "test";
+  const EvalSplit split_before =
+      info.config.find("eval_split = \"" + std::string(choice_name(EvalSplit::Val)) + "\"") != std::string::npos
+          ? EvalSplit::Val
+          : EvalSplit::Test;
   if (split_before != cfg.data_eval_split)
-    throw UserError(path + " was written with data.eval_split = \"" + split_before + "\"; resume with the "
-                    "same split (the evaluations so far read it), or set checkpoint.resume = \"never\" to start over");
+    throw UserError(path + " was written with " + setting_text("data.eval_split", split_before) +
+                    "; resume with the same split (the evaluations so far read it), or set " +
+                    setting_text("checkpoint.resume", ResumeKind::Never) + " to start over");
   adam.set_steps(os.adam_steps);
   st.step = info.step;
   st.epochs_done = info.epoch;
@@ -196,10 +203,10 @@ std::string write_run_checkpoint(CheckpointKind kind, const Config& cfg, TrainSe
   info.step = st.step;
   info.epoch = st.epochs_done;
   info.world_size = w.size;
-  info.mode = cfg.run_mode;
+  info.mode = choice_name(cfg.run_mode);
   info.config = s.config_text;
   info.test_top1 = st.test_top1;
-  info.compute = s.precision.compute;
+  info.compute = choice_name(s.precision.compute);
   TrainState out = st;  // the checkpointed part, then what lives elsewhere
   out.teacher_forwards = allreduce_sum(st.teacher_forwards);
   out.train_seconds = st.train_seconds + run_seconds;

@@ -63,7 +63,7 @@ int64_t loader_threads(const Config& c, const TrainPlan& plan, bool replaying_vi
   const int64_t want = c.data_loader_threads >= 0 ? c.data_loader_threads : std::max<int64_t>(0, share - plan.threads);
   if (want == 0) return 0;
   if (replaying_views) *why = "a teacher-view cache's views are replayed on the compute thread";
-  else if (c.data_io == "mpio") *why = "data.io = \"mpio\" reads on the compute thread";
+  else if (c.data_io == SampleIo::Mpio) *why = setting_text("data.io", SampleIo::Mpio) + " reads on the compute thread";
   else if (!transforms_can_run_on_loader_threads()) *why = "this Kokkos has no Serial space for loader threads";
   else return want;
   return 0;
@@ -83,20 +83,18 @@ int64_t compute_threads(const Config& c) {
 
 TrainPlan plan_from_config(const Config& cfg, int64_t threads) {
   TrainPlan p;
-  p.mode = cfg.run_mode == "distill" ? RunMode::Distill : RunMode::Teacher;
-  if (cfg.sift_enabled)
-    p.sift = p.distilling() && cfg.sift_scope == "teacher" ? SiftScope::Teacher : SiftScope::Sample;
+  p.mode = cfg.run_mode;
+  if (cfg.sift_enabled) p.sift = p.distilling() ? cfg.sift_scope : SiftScope::Sample;
   // kd ranks by the distillation loss, so it needs a teacher: it is the
   // criterion only when distilling (whether or not sifting is on, as the
   // checkpoint's pooled-logit width records).
-  p.criterion = cfg.sift_criterion == "kd" && p.distilling() ? SiftCriterion::Distillation
-                                                             : SiftCriterion::CrossEntropy;
+  p.criterion = p.distilling() ? cfg.sift_criterion : SiftCriterion::CrossEntropy;
   p.sift_delay = cfg.sift_delay;
   p.batch = cfg.data_batch_size;
   p.global_batch = cfg.data_batch_size * world().size;
   p.epochs = cfg.train_epochs;
   p.threads = threads;
-  p.distill.hard = cfg.distill_kind == "hard";
+  p.distill.hard = cfg.distill_kind == DistillKind::Hard;
   p.distill.temperature = cfg.distill_temperature;
   p.distill.alpha = cfg.distill_alpha;
   p.distill.label_smoothing = cfg.train_label_smoothing;
@@ -121,8 +119,8 @@ void plan_schedule(TrainPlan& p, const Config& cfg, int64_t train_size, int64_t 
 void echo_start(const Config& cfg, const std::string& origin, const TrainSetup& s, bool kept_memory) {
   const DatasetMeta& meta = s.meta;
   log0("vitkd %s: %s on %d rank(s), %lld thread(s) per rank, compute %s (%s); host kernels: Kokkos %s\n",
-       VITKD_VERSION, cfg.run_mode.c_str(), world().size, (long long)s.plan.threads,
-       s.precision.compute.c_str(), s.precision.why.c_str(), kokkos_describe().c_str());
+       VITKD_VERSION, choice_name(cfg.run_mode), world().size, (long long)s.plan.threads,
+       choice_name(s.precision.compute), s.precision.why.c_str(), kokkos_describe().c_str());
   log0("device: %s on rank 0\n", s.device.describe().c_str());
   log0("---- configuration (%s) ----\n%s----\n", origin.c_str(), s.config_text.c_str());
   log0("allocator: %s\n", kept_memory ? "freed memory stays in the process (no heap trimming)"
@@ -130,7 +128,7 @@ void echo_start(const Config& cfg, const std::string& origin, const TrainSetup& 
   log0("data: %s: %lld train, %lld val, %lld test, %lldx%lldx%lld, %lld classes; evaluations on %s\n",
        meta.path.c_str(), (long long)meta.train_size, (long long)meta.val_size, (long long)meta.test_size,
        (long long)meta.height, (long long)meta.width, (long long)meta.channels, (long long)meta.num_classes,
-       cfg.data_eval_split.c_str());
+       choice_name(cfg.data_eval_split));
   log0("views: %s\n", transform_text(s.plan.augment, meta.height, meta.width).c_str());
 }
 
@@ -148,7 +146,8 @@ void echo_model(const Config& cfg, const TrainSetup& s) {
     log0("off\n");
   // What runs: the sharded path reduce-scatters in precision.reduce; the
   // unsharded one allreduces fp32 (validate_config refuses bf16 there).
-  const std::string reduce = s.opt->sharded() ? s.precision.reduce + " reduce-scatter" : "fp32 allreduce";
+  const std::string reduce =
+      s.opt->sharded() ? std::string(choice_name(s.precision.reduce)) + " reduce-scatter" : "fp32 allreduce";
   log0("communication: %s backend, %s, %lld gradient bucket(s) of <= %.1f MB, %s, overlap %s\n",
        s.comm->name().c_str(), s.opt->sharded() ? "ZeRO-1 sharded AdamW" : "allreduce (unsharded)",
        (long long)s.opt->bucket_count(), cfg.dist_bucket_mb, reduce.c_str(), cfg.dist_overlap ? "on" : "off");
@@ -158,7 +157,7 @@ void echo_model(const Config& cfg, const TrainSetup& s) {
 }
 
 void echo_sifting(const Config& cfg, const TrainPlan& p) {
-  if (p.sift == SiftScope::Off) return;
+  if (!p.sift) return;
   log0("sifting: beta %.2f (expected kept fraction %.2f), history %lld + the global batch of %lld, "
        "from step %lld, criterion %s, scope %s\n",
        cfg.sift_beta, 1.0 / (1.0 + cfg.sift_beta), (long long)cfg.sift_history,
@@ -203,10 +202,21 @@ void open_view_cache(const Config& cfg, TrainSetup& s) {
 
 }  // namespace
 
+TeacherSpec teacher_spec(const Config& cfg, bool bf16) {
+  TeacherSpec t;
+  t.checkpoints = cfg.teacher_checkpoint.paths;
+  t.torchscript = cfg.teacher_torchscript;
+  t.view_side = cfg.model_image_size;
+  t.attention = cfg.model_attention;
+  t.temperature = cfg.distill_temperature;
+  t.bf16 = bf16;
+  return t;
+}
+
 AugmentSpec augment_from_config(const Config& cfg) {
   AugmentSpec a;
   a.enabled = cfg.data_augment;
-  a.crop = cfg.data_crop == "random_resized" ? CropKind::RandomResized : CropKind::Pad;
+  a.crop = cfg.data_crop;
   a.pad = cfg.data_crop_pad;
   a.flip = cfg.data_flip;
   a.scale_min = cfg.data_crop_scale.at(0);
@@ -216,7 +226,7 @@ AugmentSpec augment_from_config(const Config& cfg) {
   a.crop_pct = cfg.data_crop_pct;
   a.out = cfg.model_image_size;
   a.seed = static_cast<uint64_t>(cfg.run_seed);
-  a.trivial_augment = cfg.data_policy == "trivial_augment";
+  a.trivial_augment = cfg.data_policy == Policy::TrivialAugment;
   a.erase_prob = cfg.data_random_erase;
   a.mix.mixup_alpha = cfg.data_mixup;
   a.mix.cutmix_alpha = cfg.data_cutmix;
@@ -247,17 +257,18 @@ TrainInputs device_inputs(TrainSetup& s, const Batch& b, int64_t* host_bytes) {
 
 namespace {
 
-// data.transfer for this device and transform: "auto" sends grey levels to a
+// data.transfer for this device and transform: Auto sends grey levels to a
 // GPU where the transform ends in them (a CPU reads the host's floats
 // directly: nothing crosses).
-InputTransfer input_transfer(const std::string& key, const TrainPlan& plan, const std::string& origin) {
+InputTransfer input_transfer(InputTransfer key, const TrainPlan& plan, const std::string& origin) {
   const bool fits = transform_ends_in_grey_levels(plan.augment);
-  if (key == "float32") return InputTransfer::Float32;
-  if (key == "uint8") {
+  if (key == InputTransfer::Float32) return InputTransfer::Float32;
+  if (key == InputTransfer::Uint8) {
     if (!fits)
-      throw UserError(origin + ": data.transfer = \"uint8\" sends grey levels, but data.policy, data.random_erase "
-                      "or data.mixup/cutmix change normalized values after the crop; set data.transfer = \"auto\" "
-                      "or \"float32\", or turn those off");
+      throw UserError(origin + ": " + setting_text("data.transfer", InputTransfer::Uint8) +
+                      " sends grey levels, but data.policy, data.random_erase or data.mixup/cutmix change normalized "
+                      "values after the crop; set " + setting_text("data.transfer", InputTransfer::Auto) + " or \"" +
+                      choice_name(InputTransfer::Float32) + "\", or turn those off");
     return InputTransfer::Uint8;
   }
   return fits && plan.device.is_cuda() ? InputTransfer::Uint8 : InputTransfer::Float32;
@@ -292,11 +303,11 @@ void make_loaders(const Config& cfg, TrainSetup& s) {
   lo.seed = static_cast<uint64_t>(cfg.run_seed);
   lo.drop_last = cfg.data_drop_last;
   lo.prefetch = cfg.data_prefetch;
-  lo.mpio = cfg.data_io == "mpio";
+  lo.mpio = cfg.data_io == SampleIo::Mpio;
   lo.rank = w.rank;
   lo.world = w.size;
   s.test = std::make_unique<Loader>(s.meta, eval_loader_options(lo, cfg.data_eval_split));
-  if (cfg.data_eval_split == "val") s.final_test = std::make_unique<Loader>(s.meta, test_loader_options(lo));
+  if (cfg.data_eval_split == EvalSplit::Val) s.final_test = std::make_unique<Loader>(s.meta, test_loader_options(lo));
   lo.mix = plan.augment.mixing();
   lo.mix_seed = plan.augment.seed;  // a teacher-view cache's seed when the run replays one
   std::string why;
@@ -317,11 +328,11 @@ void make_loaders(const Config& cfg, TrainSetup& s) {
   const int64_t pixels = s.meta.channels * side * (plan.augment.out > 0 ? side : s.meta.width);
   if (plan.transfer == InputTransfer::Uint8) {
     s.grey_levels = normalization_table_tensor(s.meta).to(plan.device);
-    log0("input transfer: uint8 grey levels, %lld B per sample, normalized on %s (data.transfer = \"%s\")\n",
-         (long long)pixels, plan.device.str().c_str(), cfg.data_transfer.c_str());
+    log0("input transfer: uint8 grey levels, %lld B per sample, normalized on %s (%s)\n", (long long)pixels,
+         plan.device.str().c_str(), setting_text("data.transfer", cfg.data_transfer).c_str());
   } else {
-    log0("input transfer: float32, normalized on the host, %lld B per sample (data.transfer = \"%s\")\n",
-         (long long)(4 * pixels), cfg.data_transfer.c_str());
+    log0("input transfer: float32, normalized on the host, %lld B per sample (%s)\n", (long long)(4 * pixels),
+         setting_text("data.transfer", cfg.data_transfer).c_str());
   }
 }
 
@@ -338,7 +349,7 @@ void set_mfu_ceiling(const Config& cfg, TrainSetup& s) {
   if (s.gemm_ceiling > 0) return;
   const auto dtype = plan.bf16 ? torch::kBFloat16 : torch::kFloat32;
   const std::string file = ceiling_file();
-  const std::string key = w.host + "|libtorch-" + libtorch_version() + "|" + (plan.bf16 ? "bf16" : "fp32") + "|" +
+  const std::string key = w.host + "|libtorch-" + libtorch_version() + "|" + choice_name(plan.bf16 ? Precision::Bf16 : Precision::Fp32) + "|" +
                           plan.device.str() + "|ranks-" + std::to_string(w.local_size) + "|threads-" +
                           std::to_string(plan.threads);
   double mine = kept_ceiling(file, key);
@@ -362,9 +373,10 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
 
   // ---- validate everything before writing anything -------------------------
   s.meta = validate_dataset_collective(cfg.data_path);
-  if (cfg.data_eval_split == "val" && s.meta.val_size == 0)
-    throw UserError(origin + ": data.eval_split = \"val\" but " + cfg.data_path + " has no /val split; "
-                    "write one with `vitkd prepare ... --val-fraction 0.1` or set data.eval_split = \"test\"");
+  if (cfg.data_eval_split == EvalSplit::Val && s.meta.val_size == 0)
+    throw UserError(origin + ": " + setting_text("data.eval_split", EvalSplit::Val) + " but " + cfg.data_path +
+                    " has no /val split; write one with `vitkd prepare ... --val-fraction 0.1` or set " +
+                    setting_text("data.eval_split", EvalSplit::Test));
   s.spec = spec_from_config(cfg);
   check_spec_fits_data(s.spec, s.meta, origin, "model.", "", s.spec.image_size);
   check_views_fit(augment_from_config(cfg), s.meta);
@@ -386,11 +398,11 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   plan.bf16 = s.precision.bf16();
   // The unsharded path allreduces fp32 (validate_config refuses an explicit
   // bf16 there), so "auto" means fp32 for it.
-  if (cfg.dist_sharding == "none") s.precision.reduce = "fp32";
+  if (cfg.dist_sharding == Sharding::None) s.precision.reduce = Precision::Fp32;
   const std::string precision_warn = precision_warning(s.precision);
   if (!precision_warn.empty()) warn_once(precision_warn);
   if (plan.distilling()) {
-    s.teacher = make_teacher(cfg, s.meta, plan.bf16);  // checks it fits the data
+    s.teacher = make_teacher(teacher_spec(cfg, plan.bf16), s.meta);  // checks it fits the data
     s.teacher->to(plan.device);
   }
   s.teacher_cache_file = cfg.distill_teacher_cache_file.empty() ? cfg.run_out_dir + "/teacher_logits.h5"
@@ -416,9 +428,9 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   s.comm = make_communicator(s.device.backend, where);
   BucketOptions bopt;
   bopt.bucket_bytes = static_cast<int64_t>(cfg.dist_bucket_mb * 1024 * 1024);
-  bopt.wire = s.precision.reduce == "bf16" ? WireType::BF16 : WireType::F32;
+  bopt.wire = s.precision.reduce == Precision::Bf16 ? WireType::BF16 : WireType::F32;
   bopt.overlap = cfg.dist_overlap;
-  bopt.sharded = cfg.dist_sharding == "zero1";
+  bopt.sharded = cfg.dist_sharding == Sharding::Zero1;
   s.opt = std::make_unique<ShardedAdamW>(*s.flat, *s.student, *s.comm, w.rank, bopt);
   echo_model(cfg, s);
 
@@ -439,7 +451,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   // plus the teacher's forward when distilling (matrix products only).
   s.flops_per_sample = 3.0 * s.spec.forward_flops() + (plan.distilling() ? s.teacher->forward_flops() : 0.0);
   log0("FLOPs per trained sample %.3g; %s ceiling %.1f GFLOP/s per core (%s)\n", s.flops_per_sample,
-       s.precision.compute.c_str(), s.gemm_ceiling / 1e9, s.gemm_ceiling_source.c_str());
+       choice_name(s.precision.compute), s.gemm_ceiling / 1e9, s.gemm_ceiling_source.c_str());
   TimingLogAttrs& ta = s.timing_attrs;
   ta.mode = cfg.run_mode;
   ta.model = s.spec.describe();
@@ -451,7 +463,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   ta.gemm_bf16_flops_per_core = s.gemm_ceiling;
   ta.compute = s.precision.compute;
   ta.eval_split = cfg.data_eval_split;
-  ta.input_transfer = plan.transfer == InputTransfer::Uint8 ? "uint8" : "float32";
+  ta.input_transfer = plan.transfer;
   echo_sifting(cfg, plan);
   return out;
 }

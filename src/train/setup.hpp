@@ -24,12 +24,9 @@
 
 namespace vitkd {
 
-enum class RunMode { Teacher, Distill };
-/// Which samples sifting acts on (Off: sift.enabled = false).
-enum class SiftScope { Off, Sample, Teacher };
-/// What sifting ranks samples by: the student's cross-entropy, or the
-/// distillation loss (needs the teacher on every sample; distill mode only).
-enum class SiftCriterion { CrossEntropy, Distillation };
+// RunMode, SiftScope and SiftCriterion (what sifting ranks samples by: the
+// student's cross-entropy, or the distillation loss, which needs the teacher
+// on every sample; distill mode only) are in config/choices.hpp.
 
 /// The configuration as the loop uses it, resolved once (no strings compared
 /// in the loop). Counts in optimizer steps or samples, as named.
@@ -37,7 +34,7 @@ struct TrainPlan {
   RunMode mode = RunMode::Teacher;
   bool bf16 = false;                ///< autocast matrix products to bf16 (precision resolved)
   torch::Device device{torch::kCPU};  ///< where the models, buffers and batches live (run.device)
-  SiftScope sift = SiftScope::Off;
+  std::optional<SiftScope> sift;    ///< which samples sifting acts on (none: sift.enabled = false)
   SiftCriterion criterion = SiftCriterion::CrossEntropy;
   int64_t sift_delay = 0;           ///< steps before sifting starts
   int64_t batch = 0;                ///< samples per rank per step (data.batch_size)
@@ -55,7 +52,7 @@ struct TrainPlan {
   AttentionKernel attention = AttentionKernel::Auto;  ///< model.attention
 
   bool distilling() const { return mode == RunMode::Distill; }
-  bool sifting_at(int64_t step) const { return sift != SiftScope::Off && step >= sift_delay; }
+  bool sifting_at(int64_t step) const { return sift && step >= sift_delay; }
   /// Teacher logits pooled with the kept samples (criterion kd, scope sample).
   bool pools_logits() const { return criterion == SiftCriterion::Distillation; }
 };
@@ -102,6 +99,9 @@ int64_t epochs_needed(const Config& cfg, int64_t train_size, int64_t world_size)
 ModelSpec spec_from_config(const Config& cfg);
 /// The loader's transform (data.* and model.image_size; data/transforms).
 AugmentSpec augment_from_config(const Config& cfg);
+/// The teacher of a distillation run (teacher.*, model.image_size,
+/// model.attention, distill.temperature) in the resolved precision.
+TeacherSpec teacher_spec(const Config& cfg, bool bf16);
 
 /// Validates the configuration against the data and the world, creates
 /// run.out_dir (checking every rank can write there), builds every component

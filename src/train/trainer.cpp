@@ -120,7 +120,7 @@ int train_main(const Config& cfg, const std::string& origin) {
   const TrainPlan& plan = s.plan;
   GlobalSelector selector(cfg.sift_beta, cfg.sift_history, plan.global_batch,
                           static_cast<uint64_t>(cfg.run_seed),
-                          plan.sift != SiftScope::Off && cfg.sift_trace ? cfg.run_out_dir + "/sift_trace.txt"
+                          plan.sift && cfg.sift_trace ? cfg.run_out_dir + "/sift_trace.txt"
                                                                         : std::string());
   const TestFaults& faults = TestFaults::get();
   install_preemption_handlers();

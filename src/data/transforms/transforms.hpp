@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.hpp"
 #include "util/hash.hpp"
 
 namespace vitkd {
@@ -42,11 +43,9 @@ struct MixSpec {
   bool on() const { return mixup_alpha > 0 || cutmix_alpha > 0; }
 };
 
-/// How a training view's box is chosen (data.crop).
-enum class CropKind : uint8_t {
-  Pad,            ///< "pad": a shift in [-pad, pad], the box the stored size, zero padding
-  RandomResized,  ///< "random_resized": torchvision's RandomResizedCrop(scale, ratio)
-};
+// How a training view's box is chosen (data.crop, CropKind in
+// config/choices.hpp): Pad, a shift in [-pad, pad], the box the stored size,
+// zero padding; RandomResized, torchvision's RandomResizedCrop(scale, ratio).
 
 struct AugmentSpec {
   bool enabled = false;  ///< off: the evaluation view (crop_pct), normalization
