@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A folder of generated photos for the photo workload's tests and demo.
 
-    python3 jobs/lib/make_photos.py ROOT [--per-class N] [--seed S]
+    python3 jobs/lib/make_photos.py ROOT [--per-class N] [--seed S] [--classes K]
 
-Four classes (ROOT/class0..class3): a coloured disc (the class's colour) on a
+K classes (default four: ROOT/class0..class3): a coloured disc (the class's
+colour; past the first four, colours around the hue circle) on a
 textured background, at a random place and size, in photos of 240 to 330
 pixels a side; every fourth a PNG, the others JPEG at quality 90. Needs numpy
 and PIL.
@@ -17,14 +18,27 @@ from PIL import Image
 COLOURS = [(200, 40, 40), (40, 180, 60), (50, 60, 210), (220, 200, 40)]
 
 
+def colours(k):
+    """The first four fixed (the tests' photos), then evenly spaced hues."""
+    out = COLOURS[:k]
+    for i in range(len(out), k):
+        h = 6.0 * (i - 4) / max(1, k - 4)
+        x = 1 - abs(h % 2 - 1)
+        r, g, b = [(1, x, 0), (x, 1, 0), (0, 1, x), (0, x, 1), (x, 0, 1), (1, 0, x)][int(h) % 6]
+        out.append(tuple(int(40 + 180 * v) for v in (r, g, b)))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("root")
     ap.add_argument("--per-class", type=int, default=60)
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--classes", type=int, default=len(COLOURS))
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
-    for k, c in enumerate(COLOURS):
+    cols = colours(a.classes)
+    for k, c in enumerate(cols):
         d = os.path.join(a.root, f"class{k}")
         os.makedirs(d)
         for i in range(a.per_class):
@@ -40,7 +54,7 @@ def main():
                 im.save(os.path.join(d, f"p{i}.png"))
             else:
                 im.save(os.path.join(d, f"p{i}.jpg"), quality=90)
-    print(f"make_photos: {len(COLOURS) * a.per_class} photos of {len(COLOURS)} classes in {a.root}")
+    print(f"make_photos: {len(cols) * a.per_class} photos of {len(cols)} classes in {a.root}")
 
 
 if __name__ == "__main__":
