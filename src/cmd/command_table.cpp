@@ -136,6 +136,11 @@ std::vector<Command> make_commands() {
                 Flag::count("seed", "N", "seed of the train/test split").default_to(std::to_string(folder.seed)),
                 Flag::integer("channels", "C", "channels per pixel: 1 luminance, 3 RGB").one_of({"1", "3"})
                     .default_to(std::to_string(folder.channels)),
+                Flag::text("store", "K", "how the images are kept: raw (uint8 pixels) or jpeg (each resized image "
+                           "as JPEG bytes, decoded by the loader; about a fifth of raw's size at 256 pixels)")
+                    .one_of({"raw", "jpeg"}).default_to(folder.store),
+                Flag::integer("quality", "Q", "the JPEG quality with --store jpeg, 1..100 (libjpeg's scale)")
+                    .at_least(1).at_most(100).default_to(std::to_string(folder.quality)),
                 val_fraction_flag(), val_seed_flag()},
                "Every rank decodes a share of the images; unreadable files are reported and skipped."});
   c.push_back({"export", "Write the student of a checkpoint for PyTorch: weights, loader, reference logits.",
