@@ -83,7 +83,8 @@ void add_bench_commands(std::vector<Command>& c) {
                 Flag::number("model-rate", "R", "the training rate to compare with, images/s over all ranks "
                              "(0 = none)").default_to("0"),
                 Flag::path("out", "FILE.json", "also write the rates as JSON")},
-               "One thread per rank reads random batches (sorted, coalesced hyperslabs, as the loader) and "
+               "One thread per rank reads random batches (sorted, coalesced hyperslabs, as the loader; a file "
+               "prepared with --store jpeg is decoded too, and \"read\" counts the decoding) and "
                "transforms them (views, bilinear resampling, flip, the policy, normalization, erasing; with Mixup or CutMix "
                "also each sample's partner, read and mixed in), with a horizontal flip of probability 1/2; run "
                "under mpirun -n K for K cores. The file is dropped from the page cache "

@@ -6,45 +6,40 @@
 #include <cstdlib>
 #include <cstring>
 
-// libjpeg needs <cstdio> before its header.
-#include <jpeglib.h>
-
+#include "data/jpeg_error.hpp"
 #include "util/error.hpp"
 
 namespace vitkd {
 namespace {
 
-struct CodecError {
-  jpeg_error_mgr pub;  // first member: libjpeg sees a jpeg_error_mgr*
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-  int warnings;
-};
-
-extern "C" void vitkd_codec_error_exit(j_common_ptr c) {
-  auto* e = reinterpret_cast<CodecError*>(c->err);
+extern "C" void vitkd_jpeg_error_exit(j_common_ptr c) {
+  auto* e = reinterpret_cast<JpegError*>(c->err);
   (*c->err->format_message)(c, e->message);
   std::longjmp(e->jump, 1);
 }
 
-// A warning (damaged data that libjpeg would paper over) counts as corrupt:
-// the pixels would not be the ones prepare stored.
-extern "C" void vitkd_codec_emit(j_common_ptr c, int level) {
+extern "C" void vitkd_jpeg_emit(j_common_ptr c, int level) {
   if (level >= 0) return;  // trace messages
-  auto* e = reinterpret_cast<CodecError*>(c->err);
-  if (e->warnings++ == 0) (*c->err->format_message)(c, e->message);
+  auto* e = reinterpret_cast<JpegError*>(c->err);
+  if (e->warnings++ == 0) (*c->err->format_message)(c, e->warning);
 }
 
 }  // namespace
+
+jpeg_error_mgr* jpeg_error_install(JpegError& e) {
+  std::memset(&e, 0, sizeof e);
+  jpeg_error_mgr* m = jpeg_std_error(&e.pub);
+  e.pub.error_exit = vitkd_jpeg_error_exit;
+  e.pub.emit_message = vitkd_jpeg_emit;
+  return m;
+}
 
 // No C++ object with a destructor lives between setjmp and a libjpeg call
 // that may longjmp back; the output buffer is libjpeg's (malloc'ed).
 std::vector<uint8_t> jpeg_encode(const uint8_t* pixels, int64_t h, int64_t w, int64_t c, int quality) {
   jpeg_compress_struct cinfo;
-  CodecError err;
-  std::memset(&err, 0, sizeof err);
-  cinfo.err = jpeg_std_error(&err.pub);
-  err.pub.error_exit = vitkd_codec_error_exit;
+  JpegError err;
+  cinfo.err = jpeg_error_install(err);
   unsigned char* buf = nullptr;
   unsigned long size = 0;
   if (setjmp(err.jump)) {
@@ -78,11 +73,8 @@ std::string jpeg_decode(const uint8_t* bytes, size_t n, int64_t h, int64_t w, in
   if (n < 4 || bytes[0] != 0xFF || bytes[1] != 0xD8)
     return "not JPEG data (" + std::to_string(n) + " bytes without the JPEG start marker)";
   jpeg_decompress_struct cinfo;
-  CodecError err;
-  std::memset(&err, 0, sizeof err);
-  cinfo.err = jpeg_std_error(&err.pub);
-  err.pub.error_exit = vitkd_codec_error_exit;
-  err.pub.emit_message = vitkd_codec_emit;
+  JpegError err;
+  cinfo.err = jpeg_error_install(err);
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
     return std::string("libjpeg: ") + err.message;
@@ -110,7 +102,9 @@ std::string jpeg_decode(const uint8_t* bytes, size_t n, int64_t h, int64_t w, in
   }
   jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
-  if (err.warnings > 0) return std::string("libjpeg: ") + err.message;
+  // A warning (damaged data that libjpeg papers over) counts as corrupt: the
+  // pixels would not be the ones prepare stored.
+  if (err.warnings > 0) return std::string("libjpeg: ") + err.warning;
   return "";
 }
 
