@@ -351,18 +351,21 @@ int bench_loader(const cli::Args& a) {
   const double total = allreduce_sum(per_core);
   const double mean_transform = allreduce_sum(transform_rate) / w.size, mean_read = allreduce_sum(read_rate) / w.size;
   const std::string views = transform_text(aug, meta.height, meta.width);
-  log0("bench loader: %s (%lldx%lldx%lld stored, contiguous), batch %lld per rank, %d rank(s), one thread each\n",
-       meta.path.c_str(), (long long)meta.height, (long long)meta.width, (long long)C, (long long)batch, w.size);
+  const bool jpeg = meta.storage == "jpeg";
+  const std::string stored = jpeg ? "stored as JPEG of quality " + std::to_string(meta.jpeg_quality) : "stored raw";
+  log0("bench loader: %s (%lldx%lldx%lld %s, contiguous), batch %lld per rank, %d rank(s), one thread each\n",
+       meta.path.c_str(), (long long)meta.height, (long long)meta.width, (long long)C, stored.c_str(),
+       (long long)batch, w.size);
   log0("views: %s\n", views.c_str());
   log0("page cache: %s\n", dropped ? "dropped for the file before the first read (posix_fadvise DONTNEED)"
                                    : "not dropped (posix_fadvise refused); reads may come from memory");
-  log0("%-34s %12.0f images/s per core\n", "read (sorted hyperslabs)", mean_read);
+  log0("%-34s %12.0f images/s per core\n", jpeg ? "read + JPEG decode" : "read (sorted hyperslabs)", mean_read);
   log0("%-34s %12.0f images/s per core\n", "transform (views, resample, norm)", mean_transform);
   log0("%-34s %12.0f images/s per core, %.0f images/s over %d core(s)\n", "read + transform", total / w.size, total,
        w.size);
   const double model = a.number("model-rate");
   JsonObject j;
-  j.set("data", meta.path).set("views", views).set("batch", batch).set("ranks", w.size);
+  j.set("data", meta.path).set("views", views).set("batch", batch).set("ranks", w.size).set("storage", meta.storage);
   j.set("page_cache_dropped", dropped).set("read_images_per_s_per_core", mean_read);
   j.set("transform_images_per_s_per_core", mean_transform).set("images_per_s_per_core", total / w.size);
   j.set("images_per_s", total);

@@ -91,7 +91,8 @@ void add_bench_commands(std::vector<Command>& c) {
                 Flag::number("model-rate", "R", "the training rate to compare with, images/s over all ranks "
                              "(0 = none)").default_to("0"),
                 Flag::path("out", "FILE.json", "also write the rates as JSON")},
-               "One thread per rank reads random batches (sorted, coalesced hyperslabs, as the loader) and "
+               "One thread per rank reads random batches (sorted, coalesced hyperslabs, as the loader; a file "
+               "prepared with --store jpeg is decoded too, and \"read\" counts the decoding) and "
                "transforms them (views, bilinear resampling, flip, the policy, normalization, erasing; with Mixup or CutMix "
                "also each sample's partner, read and mixed in), with a horizontal flip of probability 1/2; run "
                "under mpirun -n K for K cores. The file is dropped from the page cache "
@@ -144,6 +145,11 @@ std::vector<Command> make_commands() {
                 Flag::count("seed", "N", "seed of the train/test split").default_to(std::to_string(folder.seed)),
                 Flag::integer("channels", "C", "channels per pixel: 1 luminance, 3 RGB").one_of({"1", "3"})
                     .default_to(std::to_string(folder.channels)),
+                Flag::text("store", "K", "how the images are kept: raw (uint8 pixels) or jpeg (each resized image "
+                           "as JPEG bytes, decoded by the loader; about a fifth of raw's size at 256 pixels)")
+                    .one_of({"raw", "jpeg"}).default_to(folder.store),
+                Flag::integer("quality", "Q", "the JPEG quality with --store jpeg, 1..100 (libjpeg's scale)")
+                    .at_least(1).at_most(100).default_to(std::to_string(folder.quality)),
                 val_fraction_flag(), val_seed_flag()},
                "Every rank decodes a share of the images; unreadable files are reported and skipped."});
   c.push_back({"export", "Write the student of a checkpoint for PyTorch: weights, loader, reference logits.",

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "data/dataset.hpp"
+#include "data/image_store.hpp"
 #include "distill/view_cache.hpp"
 #include "comm/world.hpp"
 #include "io/checkpoint.hpp"
@@ -42,6 +43,18 @@ void inspect_dataset(const std::string& path) {
   std::printf("  train %lld, test %lld images of %lldx%lldx%lld (HxWxC, uint8)\n",
               (long long)m.train_size, (long long)m.test_size, (long long)m.height,
               (long long)m.width, (long long)m.channels);
+  if (m.storage == kStorageJpeg) {  // vitkd prepare folder --store jpeg (data/image_store.hpp)
+    H5Lock lock(h5_mutex());
+    H5Obj f = h5_open_read(path, "dataset");
+    const int64_t bytes = rows(f, "/train/jpeg") + rows(f, "/test/jpeg") + rows(f, "/val/jpeg");
+    const double raw = double(m.train_size + m.test_size + m.val_size) * m.height * m.width * m.channels;
+    std::printf("  storage: jpeg (format version %lld), quality %lld, %lld bytes of JPEG, %.1f%% of raw pixels "
+                "(%.0f bytes per image)\n",
+                (long long)kDatasetJpegVersion, (long long)m.jpeg_quality, (long long)bytes, 100.0 * bytes / raw,
+                bytes / double(m.train_size + m.test_size + m.val_size));
+  } else {
+    std::printf("  storage: raw uint8 pixels\n");
+  }
   if (m.val_size > 0)  // vitkd prepare --val-fraction (data/validation.hpp)
     std::printf("  val %lld images, carved from the training split (/val/source_indices)\n", (long long)m.val_size);
   std::string names;

@@ -27,6 +27,8 @@ int prepare_main(const std::vector<std::string>& args) {
     fs.channels = a.integer("channels");
     fs.seed = static_cast<uint64_t>(a.integer("seed"));
     fs.test_fraction = a.number("test-fraction");
+    fs.store = a.text("store");
+    fs.quality = static_cast<int>(a.integer("quality"));
     if (a.given("val-fraction")) {
       check_val_fraction(a.number("val-fraction"));  // the one-line refusal, on every rank
       fs.val_fraction = a.number("val-fraction");

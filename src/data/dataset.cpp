@@ -13,6 +13,7 @@
 #include <random>
 
 #include "comm/world.hpp"
+#include "data/image_store.hpp"
 #include "data/validation.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
@@ -24,34 +25,43 @@ namespace {
 
 void check_split(hid_t f, const std::string& file, const std::string& split, DatasetMeta& m,
                  int64_t& n_out) {
-  const std::string img = "/" + split + "/images", lab = "/" + split + "/labels";
+  const std::string img = "/" + split + (m.storage == kStorageJpeg ? "/jpeg" : "/images");
+  const std::string lab = "/" + split + "/labels";
   for (const auto& d : {img, lab})
     if (!h5_exists(f, d))
       throw UserError(file + ": missing dataset '" + d + "'; create the file with `vitkd prepare`");
-  auto ii = h5_dataset_info(f, img);
-  if (ii.type_class != H5T_INTEGER || ii.type_size != 1 || ii.is_signed || ii.dims.size() != 4)
-    throw UserError(file + ": dataset '" + img + "' is " + ii.describe() +
-                    ", expected uint8 [N,H,W,C]; re-create it with `vitkd prepare`");
+  std::vector<int64_t> dims;  // {N, H, W, C}
+  if (m.storage == kStorageJpeg) {
+    dims = check_jpeg_split(f, file, split);
+  } else {
+    auto ii = h5_dataset_info(f, img);
+    if (ii.type_class != H5T_INTEGER || ii.type_size != 1 || ii.is_signed || ii.dims.size() != 4)
+      throw UserError(file + ": dataset '" + img + "' is " + ii.describe() +
+                      ", expected uint8 [N,H,W,C]; re-create it with `vitkd prepare`");
+    dims = ii.dims;
+  }
+  const std::string shape = "[" + std::to_string(dims[0]) + "," + std::to_string(dims[1]) + "," +
+                            std::to_string(dims[2]) + "," + std::to_string(dims[3]) + "]";
   auto li = h5_dataset_info(f, lab);
   if (li.type_class != H5T_INTEGER || li.type_size != 4 || !li.is_signed || li.dims.size() != 1)
     throw UserError(file + ": dataset '" + lab + "' is " + li.describe() +
                     ", expected int32 [N]; re-create it with `vitkd prepare`");
-  if (li.dims[0] != ii.dims[0])
-    throw UserError(file + ": '" + img + "' has " + std::to_string(ii.dims[0]) + " images but '" +
+  if (li.dims[0] != dims[0])
+    throw UserError(file + ": '" + img + "' has " + std::to_string(dims[0]) + " images but '" +
                     lab + "' has " + std::to_string(li.dims[0]) + " labels; they must match");
-  if (ii.dims[0] == 0)
+  if (dims[0] == 0)
     throw UserError(file + ": split '" + split + "' is empty (" + img + " has 0 images)");
-  if (ii.dims[1] < 1 || ii.dims[2] < 1 || ii.dims[3] < 1)
-    throw UserError(file + ": dataset '" + img + "' has an empty image shape " + ii.describe());
+  if (dims[1] < 1 || dims[2] < 1 || dims[3] < 1)
+    throw UserError(file + ": dataset '" + img + "' has an empty image shape " + shape);
   if (m.height == 0) {
-    m.height = ii.dims[1];
-    m.width = ii.dims[2];
-    m.channels = ii.dims[3];
-  } else if (m.height != ii.dims[1] || m.width != ii.dims[2] || m.channels != ii.dims[3]) {
-    throw UserError(file + ": '" + img + "' has image shape " + ii.describe() +
+    m.height = dims[1];
+    m.width = dims[2];
+    m.channels = dims[3];
+  } else if (m.height != dims[1] || m.width != dims[2] || m.channels != dims[3]) {
+    throw UserError(file + ": '" + img + "' has image shape " + shape +
                     " unlike the train split; both splits need the same H, W, C");
   }
-  n_out = ii.dims[0];
+  n_out = dims[0];
   // Range-check the labels block by block, so that memory stays bounded
   // whatever size the file claims.
   constexpr int64_t kBlock = 1 << 16;
@@ -79,7 +89,15 @@ DatasetMeta validate_dataset(const std::string& path) {
       throw UserError(path + ": missing attribute '/" + std::string(name) +
                       "' (not a vitkd dataset?); create the file with `vitkd prepare`");
   };
-  h5_require_format(f, path, kDatasetH5);
+  h5_require_format(f, path, dataset_format_of(f));
+  if (h5_attr_exists(f, "storage")) m.storage = h5_attr_string(f, "storage");
+  if (m.storage != kStorageRaw && m.storage != kStorageJpeg)
+    throw UserError(path + ": attribute /storage is '" + m.storage + "', expected 'raw' or 'jpeg'; "
+                    "re-create the file with `vitkd prepare`");
+  if ((m.storage == kStorageJpeg) != (dataset_format_of(f).version == kDatasetJpegVersion))
+    throw UserError(path + ": attribute /storage '" + m.storage + "' does not match format_version " +
+                    std::to_string(h5_attr_int(f, "format_version")) + "; re-create the file with `vitkd prepare`");
+  if (m.storage == kStorageJpeg && h5_attr_exists(f, "jpeg_quality")) m.jpeg_quality = h5_attr_int(f, "jpeg_quality");
   need_attr("class_names");
   m.class_names = h5_attr_strings(f, "class_names");
   m.num_classes = static_cast<int64_t>(m.class_names.size());
@@ -127,8 +145,9 @@ DatasetMeta validate_dataset_collective(const std::string& path) {
                     "), though rank 0 reads it; put the dataset on storage every node mounts, or copy it to the "
                     "same path on every node first (e.g. sbcast in the job script; docs/cluster.md)");
   }
-  int64_t sizes[8] = {m.height, m.width, m.channels, m.num_classes, m.train_size, m.test_size,
-                      static_cast<int64_t>(m.mean.size()), m.val_size};
+  int64_t sizes[10] = {m.height, m.width, m.channels, m.num_classes, m.train_size, m.test_size,
+                       static_cast<int64_t>(m.mean.size()), m.val_size, m.storage == kStorageJpeg ? 1 : 0,
+                       m.jpeg_quality};
   broadcast_bytes(sizes, sizeof sizes, 0);
   m.path = path;
   m.height = sizes[0];
@@ -138,6 +157,8 @@ DatasetMeta validate_dataset_collective(const std::string& path) {
   m.train_size = sizes[4];
   m.test_size = sizes[5];
   m.val_size = sizes[7];
+  m.storage = sizes[8] ? kStorageJpeg : kStorageRaw;
+  m.jpeg_quality = sizes[9];
   m.mean.resize(sizes[6]);
   m.std.resize(sizes[6]);
   broadcast_bytes(m.mean.data(), sizes[6] * sizeof(double), 0);

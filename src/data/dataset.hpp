@@ -16,6 +16,8 @@
 //     mean, std      float64[C]  per-channel statistics of /train/images,
 //                                in units of pixel/255 (so roughly 0..1)
 //     val_fraction float64, val_seed int64, val_rule string: with /val only
+// A JPEG-stored file (version 2, `prepare folder --store jpeg`) keeps each
+// split's images as JPEG bytes instead: data/image_store.hpp.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,6 +40,8 @@ struct DatasetMeta {
   int64_t val_size = 0;                         ///< 0: the file has no /val split
   std::vector<std::string> class_names;         ///< [K]
   std::vector<double> mean, std;                ///< [C], pixel/255 units
+  std::string storage = "raw";                  ///< "raw" or "jpeg" (data/image_store.hpp)
+  int64_t jpeg_quality = 0;                     ///< JPEG-stored: the encoder's quality, 1..100
   /// Samples in "train", "val" or "test" (0 for any other name).
   int64_t split_size(const std::string& split) const {
     return split == "train" ? train_size : split == "test" ? test_size : split == "val" ? val_size : 0;

@@ -11,6 +11,7 @@
 #include <png.h>
 
 #include "data/image_folder.hpp"
+#include "data/jpeg_error.hpp"
 
 namespace vitkd {
 namespace {
@@ -49,26 +50,6 @@ std::string decode_png(const std::string& path, int64_t channels, Image& out) {
   return "";
 }
 
-struct JpegError {
-  jpeg_error_mgr pub;  // first member: libjpeg sees a jpeg_error_mgr*
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-  int warnings;
-  char warning[JMSG_LENGTH_MAX];
-};
-
-extern "C" void vitkd_jpeg_error_exit(j_common_ptr c) {
-  auto* e = reinterpret_cast<JpegError*>(c->err);
-  (*c->err->format_message)(c, e->message);
-  std::longjmp(e->jump, 1);
-}
-
-extern "C" void vitkd_jpeg_emit(j_common_ptr c, int level) {
-  if (level >= 0) return;  // trace messages
-  auto* e = reinterpret_cast<JpegError*>(c->err);
-  if (e->warnings++ == 0) (*c->err->format_message)(c, e->warning);
-}
-
 // A CMYK JPEG's pixels (4 channels) to RGB, or to grey for channels == 1, in
 // place, as PIL decodes and converts them: PIL reads every CMYK JPEG with
 // Adobe's inverted inks (raw mode "CMYK;I"), and each of R, G, B is
@@ -103,10 +84,7 @@ std::string decode_jpeg(const std::string& path, int64_t channels, Image& out) {
   if (!f) return std::string("cannot open: ") + std::strerror(errno);
   jpeg_decompress_struct cinfo;
   JpegError err;
-  std::memset(&err, 0, sizeof err);
-  cinfo.err = jpeg_std_error(&err.pub);
-  err.pub.error_exit = vitkd_jpeg_error_exit;
-  err.pub.emit_message = vitkd_jpeg_emit;
+  cinfo.err = jpeg_error_install(err);
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
     std::fclose(f);

@@ -11,6 +11,8 @@
 #include <cstring>
 
 #include "data/dataset.hpp"
+#include "data/image_store.hpp"
+#include "data/jpeg_codec.hpp"
 #include "data/validation.hpp"
 #include "comm/world.hpp"
 #include "io/h5.hpp"
@@ -181,6 +183,18 @@ Image resize_center_crop(const Image& in, int64_t size) {
 
 namespace {
 
+// This rank's first element of a sequence of which every rank holds `mine`
+// elements, in rank order, and the total over the ranks.
+void exclusive_offset(int64_t mine, int64_t& first, int64_t& total) {
+  const std::vector<double> counts = allgather(double(mine));
+  first = 0;
+  total = 0;
+  for (int r = 0; r < static_cast<int>(counts.size()); ++r) {
+    if (r < world().rank) first += static_cast<int64_t>(counts[r]);
+    total += static_cast<int64_t>(counts[r]);
+  }
+}
+
 // Rank 0 lists the folder; every rank gets the same listing, or the same UserError.
 Listing shared_listing(const std::string& dir) {
   std::string packed, error;
@@ -220,7 +234,8 @@ void split_items(const FolderSpec& sp, const Listing& l, std::vector<Item> (&spl
 // This rank's share of both splits, decoded and resized, with the train
 // split's per-channel sums of v and v^2 (v = pixel/255).
 struct DecodedShare {
-  std::vector<uint8_t> pixels[2];
+  std::vector<uint8_t> pixels[2];  ///< raw: [n, S, S, C]; JPEG: the n files back to back
+  std::vector<int64_t> sizes[2];   ///< JPEG: [n] bytes per image
   std::vector<int32_t> labels[2];
   int64_t skipped = 0;
   std::vector<double> sum, sq;
@@ -243,8 +258,16 @@ DecodedShare decode_share(const FolderSpec& sp, const std::vector<Item> (&split)
         warn("prepare folder: skipped '" + it.path + "': " + why);
         continue;
       }
-      const Image out = resize_center_crop(img, S);
-      d.pixels[s].insert(d.pixels[s].end(), out.pixels.begin(), out.pixels.end());
+      Image out = resize_center_crop(img, S);
+      if (sp.store == kStorageJpeg) {  // keep the bytes; the statistics are the decoded pixels'
+        const std::vector<uint8_t> jpg = jpeg_encode(out.pixels.data(), S, S, C, sp.quality);
+        const std::string bad = jpeg_decode(jpg.data(), jpg.size(), S, S, C, out.pixels.data());
+        if (!bad.empty()) throw RuntimeError("prepare folder: the JPEG encoding of '" + it.path + "' " + bad);
+        d.pixels[s].insert(d.pixels[s].end(), jpg.begin(), jpg.end());
+        d.sizes[s].push_back(static_cast<int64_t>(jpg.size()));
+      } else {
+        d.pixels[s].insert(d.pixels[s].end(), out.pixels.begin(), out.pixels.end());
+      }
       d.labels[s].push_back(it.label);
       if (s == 0)
         for (size_t p = 0; p < out.pixels.size(); ++p) {
@@ -255,6 +278,36 @@ DecodedShare decode_share(const FolderSpec& sp, const std::vector<Item> (&split)
     }
   }
   return d;
+}
+
+// The refusals of --store and --quality (the command line's table refuses
+// them first; this is the library's own check).
+void check_store(const FolderSpec& sp) {
+  if (sp.store != kStorageRaw && sp.store != kStorageJpeg)
+    throw UserError("prepare folder: --store '" + sp.store + "' is not a storage; use raw (pixels) or jpeg");
+  if (sp.store == kStorageJpeg && (sp.quality < 1 || sp.quality > 100))
+    throw UserError("prepare folder: --quality " + std::to_string(sp.quality) +
+                    " is outside 1..100 (libjpeg's scale); use e.g. --quality 90");
+  if (sp.store == kStorageJpeg && sp.val_fraction > 0)
+    throw UserError("prepare folder: --val-fraction is not available with --store jpeg yet; "
+                    "prepare with --store raw, or without --val-fraction");
+}
+
+// Split s (0 train, 1 test) of this rank's share into the file created
+// collectively: its rows [first, first + n) of `total` (and, JPEG, its bytes
+// [byte_first, ...) of `byte_total`). Collective.
+void write_split(hid_t f, const FolderSpec& sp, const DecodedShare& d, int s, int64_t first, int64_t total,
+                 int64_t byte_first, int64_t byte_total) {
+  const std::string g = s ? "/test" : "/train";
+  const int64_t n = static_cast<int64_t>(d.labels[s].size()), S = sp.size, C = sp.channels;
+  if (sp.store == kStorageJpeg) {
+    write_jpeg_split(f, s ? "test" : "train", first, total, byte_first, byte_total, d.sizes[s], d.pixels[s]);
+  } else {
+    H5Obj di = h5_create_dataset(f, g + "/images", H5T_NATIVE_UINT8, {total, S, S, C});
+    h5_write_slab(di.get(), first, n, d.pixels[s].data(), /*collective=*/true);
+  }
+  H5Obj dl = h5_create_dataset(f, g + "/labels", H5T_NATIVE_INT32, {total});
+  h5_write_slab(dl.get(), first, n, d.labels[s].data(), /*collective=*/true);
 }
 
 }  // namespace
@@ -293,6 +346,7 @@ void prepare_folder(const FolderSpec& sp) {
   const World& w = world();
   const int64_t S = sp.size, C = sp.channels;
 
+  check_store(sp);
   const Listing l = shared_listing(sp.dir);
   const int64_t K = static_cast<int64_t>(l.classes.size());
   std::vector<Item> split[2];  // 0 train, 1 test
@@ -306,16 +360,11 @@ void prepare_folder(const FolderSpec& sp) {
   const std::vector<double>& sq = d.sq;
   const int64_t skipped = d.skipped;
 
-  // Offsets of this rank's rows and the totals.
-  int64_t first[2], total[2];
+  // Offsets of this rank's rows (and JPEG bytes) and the totals.
+  int64_t first[2], total[2], byte_first[2], byte_total[2];
   for (int s = 0; s < 2; ++s) {
-    const std::vector<double> counts = allgather(double(labels[s].size()));
-    first[s] = 0;
-    total[s] = 0;
-    for (int r = 0; r < w.size; ++r) {
-      if (r < w.rank) first[s] += static_cast<int64_t>(counts[r]);
-      total[s] += static_cast<int64_t>(counts[r]);
-    }
+    exclusive_offset(static_cast<int64_t>(labels[s].size()), first[s], total[s]);
+    exclusive_offset(static_cast<int64_t>(pixels[s].size()), byte_first[s], byte_total[s]);
   }
   const int64_t skipped_total = allreduce_sum(skipped);
   for (int s = 0; s < 2; ++s)
@@ -345,15 +394,8 @@ void prepare_folder(const FolderSpec& sp) {
   {
     H5Lock lock(h5_mutex());
     H5Obj f = h5_create_parallel(tmp);
-    for (int s = 0; s < 2; ++s) {
-      const std::string g = s ? "/test" : "/train";
-      H5Obj di = h5_create_dataset(f, g + "/images", H5T_NATIVE_UINT8, {total[s], S, S, C});
-      h5_write_slab(di.get(), first[s], static_cast<int64_t>(labels[s].size()), pixels[s].data(),
-                    /*collective=*/true);
-      H5Obj dl = h5_create_dataset(f, g + "/labels", H5T_NATIVE_INT32, {total[s]});
-      h5_write_slab(dl.get(), first[s], static_cast<int64_t>(labels[s].size()), labels[s].data(),
-                    /*collective=*/true);
-    }
+    for (int s = 0; s < 2; ++s)
+      write_split(f, sp, d, s, first[s], total[s], byte_first[s], byte_total[s]);
     f.close();
   }
   barrier();
@@ -366,6 +408,7 @@ void prepare_folder(const FolderSpec& sp) {
       H5Obj f(id);
       h5_attr_write(f, "source", sp.dir);
       h5_attr_write(f, "skipped", skipped_total);
+      if (sp.store == kStorageJpeg) write_jpeg_attributes(f, S, S, C, sp.quality);
       f.close();
     }
     atomic_replace(sp.out, tmp);
@@ -388,10 +431,13 @@ void prepare_folder(const FolderSpec& sp) {
     if (n_val > 0)
       std::printf("prepare: validation split of %lld samples (--val-fraction %g of each class, --val-seed %llu)\n",
                   (long long)n_val, sp.val_fraction, (unsigned long long)sp.val_seed);
-    std::printf("prepare: wrote %s (folder %s: %lld train, %lld test, %lldx%lldx%lld, %lld classes; "
+    const std::string stored = sp.store == kStorageJpeg ? "JPEG quality " + std::to_string(sp.quality) + ", " +
+                                                             std::to_string(byte_total[0] + byte_total[1]) + " bytes"
+                                                       : std::string("raw pixels");
+    std::printf("prepare: wrote %s (folder %s: %lld train, %lld test, %lldx%lldx%lld, %lld classes, %s; "
                 "skipped %lld unreadable or corrupt file(s), ignored %lld other entries; %d rank(s))\n",
                 sp.out.c_str(), sp.dir.c_str(), (long long)total[0], (long long)total[1],
-                (long long)S, (long long)S, (long long)C, (long long)K, (long long)skipped_total,
+                (long long)S, (long long)S, (long long)C, (long long)K, stored.c_str(), (long long)skipped_total,
                 (long long)l.ignored, w.size);
     std::fflush(stdout);
   }

@@ -23,7 +23,9 @@
 // as a hyperslab with collective parallel HDF5; mean and std come from an
 // allreduce of per-channel sums. A corrupt or unreadable file is reported
 // (name and reason) and skipped; the count is printed at the end and stored
-// as the root attribute `skipped` (int64), next to `source` (DIR).
+// as the root attribute `skipped` (int64), next to `source` (DIR). With
+// `--store jpeg` each rank encodes its share and writes its bytes at its
+// offset of the split's byte array (data/image_store.hpp).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,6 +45,11 @@ struct FolderSpec {
   /// split's.
   double val_fraction = 0;
   uint64_t val_seed = 1;
+  /// How the images are kept (`--store`): "raw" pixels, or "jpeg": each
+  /// resized image encoded at `quality` (`--quality`, 1..100), the layout of
+  /// data/image_store.hpp; mean and std are then those of the decoded JPEGs.
+  std::string store = "raw";
+  int quality = 90;
 };
 
 /// A decoded image: uint8 pixels [height, width, channels], row-major.

@@ -42,14 +42,14 @@ namespace {
 
 // Rows `indices` (any order, repeats allowed) of the open datasets into `px`
 // [n, row] and `lb` [n], in the order of `indices`: one sorted, coalesced read.
-void read_rows_any_order(hid_t images, hid_t labels, const std::vector<int64_t>& indices, int64_t row,
+void read_rows_any_order(const SplitImages& images, hid_t labels, const std::vector<int64_t>& indices, int64_t row,
                          uint8_t* px, int32_t* lb) {
   std::vector<int64_t> rows(indices);
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   std::vector<uint8_t> p(rows.size() * row);
   std::vector<int32_t> l(rows.size());
-  h5_read_rows(images, rows, row, p.data());
+  images.read_decoded(rows, p.data());
   h5_read_rows(labels, rows, 1, l.data());
   for (size_t k = 0; k < indices.size(); ++k) {
     const size_t at = static_cast<size_t>(std::lower_bound(rows.begin(), rows.end(), indices[k]) - rows.begin());
@@ -60,7 +60,7 @@ void read_rows_any_order(hid_t images, hid_t labels, const std::vector<int64_t>&
 
 }  // namespace
 
-void read_partners(hid_t images, hid_t labels, MixPairing& pairing, int64_t row, Batch& b) {
+void read_partners(const SplitImages& images, hid_t labels, MixPairing& pairing, int64_t row, Batch& b) {
   const int64_t n = b.size();
   b.partner_indices = pairing.partners(b.epoch, b.indices);
   b.partner_labels.assign(static_cast<size_t>(n), 0);
@@ -121,7 +121,7 @@ Batch read_samples(const DatasetMeta& meta, const std::string& split,
   b.labels.resize(n);
   H5Lock lock(h5_mutex());
   H5Obj file = h5_open_read(meta.path, "dataset");
-  H5Obj images(VK_CHECK(H5, H5Dopen2(file, ("/" + split + "/images").c_str(), H5P_DEFAULT)));
+  SplitImages images(file, meta, split);
   H5Obj labels(VK_CHECK(H5, H5Dopen2(file, ("/" + split + "/labels").c_str(), H5P_DEFAULT)));
   read_rows_any_order(images, labels, indices, row, b.pixels.data(), b.labels.data());
   if (pairing) read_partners(images, labels, *pairing, row, b);
@@ -142,7 +142,7 @@ Loader::Loader(const DatasetMeta& meta, const LoaderOptions& opt) : meta_(meta),
   if (opt_.mpio) {
     H5Lock lock(h5_mutex());
     mpio_file_ = h5_open_parallel(meta_.path, /*write=*/false);  // collective
-    mpio_images_ = H5Obj(VK_CHECK(H5, H5Dopen2(mpio_file_, ("/" + opt_.split + "/images").c_str(), H5P_DEFAULT)));
+    mpio_images_ = SplitImages(mpio_file_, meta_, opt_.split);
     mpio_labels_ = H5Obj(VK_CHECK(H5, H5Dopen2(mpio_file_, ("/" + opt_.split + "/labels").c_str(), H5P_DEFAULT)));
     H5Obj fapl(VK_CHECK(H5, H5Fget_access_plist(mpio_file_)));
     if (VK_CHECK(H5, H5Pget_driver(fapl)) == H5FD_MPIO) io_mode_ = SampleIo::Mpio;
@@ -166,7 +166,7 @@ Loader::~Loader() {
   if (opt_.mpio) {
     if (std::uncaught_exceptions() > 0) {  // the process is ending through die()
       mpio_labels_.release();
-      mpio_images_.release();
+      mpio_images_.release();  // the file's datasets are left to the ending process
       mpio_file_.release();
       return;
     }
@@ -212,7 +212,7 @@ std::optional<Batch> Loader::next() {
   return b;
 }
 
-Batch Loader::read_batch(hid_t images, hid_t labels, int64_t epoch, int64_t step) {
+Batch Loader::read_batch(const SplitImages& images, hid_t labels, int64_t epoch, int64_t step) {
   Batch b;
   b.epoch = epoch;
   b.step = step;
@@ -226,22 +226,27 @@ Batch Loader::read_batch(hid_t images, hid_t labels, int64_t epoch, int64_t step
   }
   b.pixels.resize(b.indices.size() * row_elems_);
   b.labels.resize(b.indices.size());
-  H5Lock lock(h5_mutex());
-  h5_read_rows(images, b.indices, row_elems_, b.pixels.data());
-  h5_read_rows(labels, b.indices, 1, b.labels.data());
-  if (pairing_) {
-    std::lock_guard<std::mutex> l(perm_mu_);  // the pairing's permutation is shared too
-    read_partners(images, labels, *pairing_, row_elems_, b);
+  EncodedRows enc;
+  {
+    H5Lock lock(h5_mutex());
+    images.read(b.indices, b.pixels.data(), enc);
+    h5_read_rows(labels, b.indices, 1, b.labels.data());
+    if (pairing_) {
+      std::lock_guard<std::mutex> l(perm_mu_);  // the pairing's permutation is shared too
+      read_partners(images, labels, *pairing_, row_elems_, b);
+    }
   }
+  images.decode(enc, b.pixels.data());  // off the lock: loader threads decode in parallel
   return b;
 }
 
 void Loader::run() {
-  H5Obj file, images, labels;
+  H5Obj file, labels;
+  SplitImages images;
   {
     H5Lock lock(h5_mutex());
     file = h5_open_read(meta_.path, "dataset");
-    images = H5Obj(VK_CHECK(H5, H5Dopen2(file, ("/" + opt_.split + "/images").c_str(), H5P_DEFAULT)));
+    images = SplitImages(file, meta_, opt_.split);
     labels = H5Obj(VK_CHECK(H5, H5Dopen2(file, ("/" + opt_.split + "/labels").c_str(), H5P_DEFAULT)));
   }
   for (;;) {

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "data/image_store.hpp"
 #include "data/transforms/transforms.hpp"
 #include "io/h5.hpp"
 
@@ -113,9 +114,9 @@ Batch read_samples(const DatasetMeta& meta, const std::string& split,
                    const std::vector<int64_t>& indices, int64_t epoch, MixPairing* pairing = nullptr);
 
 /// Fills b's partner fields (b.indices, b.labels and b.epoch set), reading
-/// the partners not in the batch from the open datasets `images` and
-/// `labels` of its split; the caller holds the HDF5 lock.
-void read_partners(hid_t images, hid_t labels, MixPairing& pairing, int64_t row_elems, Batch& b);
+/// the partners not in the batch from the open `images` and `labels` of its
+/// split (JPEG decoded here); the caller holds the HDF5 lock.
+void read_partners(const SplitImages& images, hid_t labels, MixPairing& pairing, int64_t row_elems, Batch& b);
 
 class Loader {
  public:
@@ -141,7 +142,8 @@ class Loader {
  private:
   void run();
   /// Rank's share of global batch `step` of `epoch` from the open datasets.
-  Batch read_batch(hid_t images, hid_t labels, int64_t epoch, int64_t step);
+  /// JPEG-stored images are decoded after the HDF5 lock is released.
+  Batch read_batch(const SplitImages& images, hid_t labels, int64_t epoch, int64_t step);
 
   DatasetMeta meta_;
   LoaderOptions opt_;
@@ -149,7 +151,8 @@ class Loader {
   std::vector<int64_t> perm_;  ///< the permutation of epoch perm_epoch_
   int64_t perm_epoch_ = -1;
   std::optional<MixPairing> pairing_;  ///< with LoaderOptions::mix
-  H5Obj mpio_file_, mpio_images_, mpio_labels_;  ///< data.io = "mpio" only
+  H5Obj mpio_file_, mpio_labels_;  ///< data.io = "mpio" only
+  SplitImages mpio_images_;
   SampleIo io_mode_ = SampleIo::Serial;
 
   std::vector<std::thread> threads_;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/world.hpp"
+#include "data/image_store.hpp"
 #include "data/loader.hpp"
 #include "data/tensors.hpp"
 #include "distill/loss.hpp"
@@ -413,7 +414,7 @@ ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& k
   const std::string tmp = path + ".tmp";
   H5Lock lock(h5_mutex());
   H5Obj in = h5_open_read(meta.path, "dataset");
-  H5Obj images(VK_CHECK(H5, H5Dopen2(in, "/train/images", H5P_DEFAULT)));
+  SplitImages images(in, meta, "train");
   H5Obj labels(VK_CHECK(H5, H5Dopen2(in, "/train/labels", H5P_DEFAULT)));
   std::optional<MixPairing> pairing;  // the teacher sees the mixed views the students will train on
   if (aug.mixing()) pairing.emplace(aug.seed, n);
@@ -438,7 +439,7 @@ ViewCacheWritten write_view_cache(const std::string& path, const ViewCacheKey& k
       if (b.indices.empty()) continue;  // a short last batch: nothing for this rank
       b.pixels.resize(b.indices.size() * row);
       b.labels.resize(b.indices.size());
-      h5_read_rows(images, b.indices, row, b.pixels.data());
+      images.read_decoded(b.indices, b.pixels.data());
       h5_read_rows(labels, b.indices, 1, b.labels.data());
       if (pairing) read_partners(images, labels, *pairing, row, b);
       cache_batch(b, teacher, meta, aug, key.temperature, k, d);

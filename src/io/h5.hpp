@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vitkd {
@@ -98,6 +99,11 @@ void h5_read_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elem
 /// An empty `rows` writes nothing.
 template <class T>
 void h5_write_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_elems, const T* data);
+
+/// Reads the element ranges [first, second) of a one-dimensional uint8
+/// dataset (sorted ascending, not overlapping; empty ranges allowed) into
+/// `out` back to back: adjacent ranges coalesced, one H5Dread.
+void h5_read_ranges(hid_t dset, const std::vector<std::pair<int64_t, int64_t>>& ranges, uint8_t* out);
 
 /// Creates a dataset of `dims` (intermediate groups as needed). In a file
 /// opened with the MPI-IO driver this is collective: every rank calls it with

@@ -2,6 +2,7 @@
 // written with one HDF5 transfer each (io/h5.hpp: h5_read_rows, h5_write_rows).
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/h5.hpp"
@@ -55,6 +56,33 @@ void h5_write_rows(hid_t dset, const std::vector<int64_t>& rows, int64_t row_ele
   hsize_t total = static_cast<hsize_t>(rows.size() * row_elems);
   H5Obj mspace(VK_CHECK(H5, H5Screate_simple(1, &total, nullptr)));
   VK_CHECK(H5, H5Dwrite(dset, h5_type<T>(), mspace, fspace, H5P_DEFAULT, data));
+}
+
+void h5_read_ranges(hid_t dset, const std::vector<std::pair<int64_t, int64_t>>& ranges, uint8_t* out) {
+  H5Obj fspace(VK_CHECK(H5, H5Dget_space(dset)));
+  hsize_t size = 0;
+  VK_CHECK(H5, H5Sget_simple_extent_dims(fspace, &size, nullptr));
+  hsize_t total = 0;
+  bool first = true;
+  for (size_t i = 0; i < ranges.size();) {
+    int64_t end = ranges[i].second;
+    size_t j = i + 1;
+    for (; j < ranges.size() && ranges[j].first == end; ++j) end = ranges[j].second;  // coalesce a run
+    const int64_t begin = ranges[i].first;
+    if (begin < 0 || end < begin || static_cast<hsize_t>(end) > size || (i > 0 && begin < ranges[i - 1].second))
+      throw RuntimeError("HDF5 byte range " + std::to_string(begin) + ".." + std::to_string(end) +
+                         " is outside a dataset of " + std::to_string(size) + " elements or out of order");
+    const hsize_t start = static_cast<hsize_t>(begin), count = static_cast<hsize_t>(end - begin);
+    i = j;
+    if (count == 0) continue;
+    VK_CHECK(H5, H5Sselect_hyperslab(fspace, first ? H5S_SELECT_SET : H5S_SELECT_OR, &start, nullptr, &count,
+                                     nullptr));
+    first = false;
+    total += count;
+  }
+  if (total == 0) return;
+  H5Obj mspace(VK_CHECK(H5, H5Screate_simple(1, &total, nullptr)));
+  VK_CHECK(H5, H5Dread(dset, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, out));
 }
 
 #define VITKD_H5_ROWS_INSTANTIATE(T)                                                \
