@@ -4,7 +4,7 @@ analysis/compare_table.py writes these sentences into the comparison's generated
 (experiments/distillation/README.md and the top README's short answer), so that a figure
 changed in the prose by hand fails its --check like a figure changed in a table.
 """
-import lift
+import lift_stats
 
 # The arms the answer needs at every seed before it is given.
 NEEDED = ("A", "C", "Cs", "D", "E", "S")
@@ -16,9 +16,9 @@ def _seeds(runs, x, y, seeds):
 
 def _top1(runs, x, y, seeds):
     """Mean paired test top-1 difference X - Y (points, formatted) and its 95 % interval."""
-    _, means = lift.paired(runs[x], runs[y], _seeds(runs, x, y, seeds))
+    _, means = lift_stats.paired(runs[x], runs[y], _seeds(runs, x, y, seeds))
     m, ci = means["top1"]
-    return m, ci, f"{lift.pts(m)} points (95 % {lift.interval(ci, lift.pts)})"
+    return m, ci, f"{lift_stats.pts(m)} points (95 % {lift_stats.interval(ci, lift_stats.pts)})"
 
 
 def _time_by_host(runs, x, y, seeds):
@@ -39,7 +39,7 @@ def _seed_list(seeds):
 
 
 def _times(groups):
-    return "; ".join(f"{lift.percent(c)} at {_seed_list(s)}" for s, c in groups)
+    return "; ".join(f"{lift_stats.percent(c)} at {_seed_list(s)}" for s, c in groups)
 
 
 def answer(runs, seeds, equal_time_from, teacher_minutes):
@@ -76,7 +76,7 @@ def answer(runs, seeds, equal_time_from, teacher_minutes):
         f"and C is ahead of A at equal training time {ahead} (the target was from 0.33).",
         f"- **Counting the teacher's training, {'no' if e_beats_c else 'not clearly'}**: the student alone for 64 "
         f"epochs (E) {'beats' if e_beats_c else 'is not clearly ahead of'} C, C − E {ce_text}, and {cs_e} "
-        f"(Cs − E from {lift.pts(min(cse))} to {lift.pts(max(cse))} points per seed), in {e_min[0]:.0f} to "
+        f"(Cs − E from {lift_stats.pts(min(cse))} to {lift_stats.pts(max(cse))} points per seed), in {e_min[0]:.0f} to "
         f"{e_min[-1]:.0f} minutes of training per seed, against the teachers' own ({teachers}).",
         f"- **Sifting** (S: C with scope \"sample\", beta 2) costs {sc_text} against C; its time against C's: "
         f"{_times(_time_by_host(runs, 'S', 'C', seeds)) or 'not compared (never on one machine)'}.",

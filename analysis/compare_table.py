@@ -37,7 +37,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import lift  # noqa: E402  (paired differences, intervals, McNemar, the equal-time rule)
+import lift  # noqa: E402  (the runs and their comparability)
+import lift_stats  # noqa: E402  (paired differences, intervals, McNemar, the equal-time rule)
 import compare_answer  # noqa: E402  (the answer's sentences)
 
 SEEDS = ("11", "12", "13", "14")
@@ -59,7 +60,7 @@ ANSWER_END = "<!-- END analysis/compare_table.py answer -->"
 
 
 def fmt_pts(x):
-    return lift.pts(x)
+    return lift_stats.pts(x)
 
 
 def convnet_teacher(results):
@@ -126,7 +127,7 @@ def cost(seconds, epoch_seconds):
 
 def timing_summary(folder):
     """The kept timing summary (analysis/keep_run.py: median step, CPU), {} when absent."""
-    summary = os.path.join(folder, lift.KEPT_TIMING)
+    summary = os.path.join(folder, lift_stats.KEPT_TIMING)
     return load_json(summary) if os.path.exists(summary) else {}
 
 
@@ -147,7 +148,7 @@ def where(r, folder):
 def final_val(r, path):
     vals = [e["val_top1"] for e in r.get("evaluations", []) if "val_top1" in e]
     if not vals:
-        raise lift.InputError(f"{path}: no validation evaluations")
+        raise lift_stats.InputError(f"{path}: no validation evaluations")
     return float(vals[-1])
 
 
@@ -156,7 +157,7 @@ def load_json(path):
         with open(path) as fh:
             return json.load(fh)
     except (OSError, ValueError) as e:
-        raise lift.InputError(f"{path}: {e}")
+        raise lift_stats.InputError(f"{path}: {e}")
 
 
 def rel(path, results):
@@ -225,12 +226,12 @@ def comparisons_table(runs):
         # (E's runs apart only for their epochs).
         xs, ys = [runs[x][s] for s in seeds], [runs[y][s] for s in seeds]
         lift.check_comparable({f"arm {x}": xs, f"arm {y}": ys} if y == "E" else {f"arms {x} and {y}": xs + ys})
-        rows, means = lift.paired(runs[x], runs[y], seeds)
+        rows, means = lift_stats.paired(runs[x], runs[y], seeds)
         (m, ci), (t, cit) = means["top1"], means["time"]
         mcn = ", ".join("-" if r[5] is None else f"{r[5][2]:.2g}" for r in rows)
         apart = time_apart(runs, x, y, seeds)
         time = (f"not compared: {apart}" if apart else
-                f"{lift.percent(t)}, 95 % {lift.interval(cit, lift.percent)}")
+                f"{lift_stats.percent(t)}, 95 % {lift_stats.interval(cit, lift_stats.percent)}")
         if len(seeds) < len(SEEDS):
             verdict = f"pending ({len(seeds)} of {len(SEEDS)} seeds)"
         elif apart and x == "S":
@@ -240,7 +241,7 @@ def comparisons_table(runs):
         else:
             verdict = "reported" if test is None else ("**met**" if test(m, ci, t, cit) else "**missed**")
         out.append(f"| {name} | {target} | {len(seeds)} of {len(SEEDS)} | {fmt_pts(m)} | "
-                   f"{lift.interval(ci, fmt_pts)} | {mcn} | {time} | {verdict} |")
+                   f"{lift_stats.interval(ci, fmt_pts)} | {mcn} | {time} | {verdict} |")
     return out
 
 
@@ -268,7 +269,7 @@ def equal_time_start(runs):
     base = {s: runs["A"][s]["train_seconds"] for s in seeds}
     c = [in_fractions(runs["C"][s], base[s]) for s in seeds]
     a = [in_fractions(runs["A"][s], base[s]) for s in seeds]
-    return seeds, lift.ahead_from(c, a, 0.0), base
+    return seeds, lift_stats.ahead_from(c, a, 0.0), base
 
 
 def equal_time(runs):
@@ -379,9 +380,9 @@ def readme_parts(path, begin=BEGIN, end=END):
     try:
         text = open(path).read()
     except OSError as e:
-        raise lift.InputError(f"{path}: {e}")
+        raise lift_stats.InputError(f"{path}: {e}")
     if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
-        raise lift.InputError(f"{path}: no single block between '{begin}' and '{end}'")
+        raise lift_stats.InputError(f"{path}: no single block between '{begin}' and '{end}'")
     head, rest = text.split(begin, 1)
     current, tail = rest.split(end, 1)
     return head, begin + current + end + "\n", tail[1:] if tail.startswith("\n") else tail
@@ -432,7 +433,7 @@ def main():
         if a.summary:
             rc = max(rc, check_or_write(a.summary, ANSWER_BEGIN, ANSWER_END, answer_block(a.results), a.write))
         return rc
-    except lift.InputError as e:
+    except lift_stats.InputError as e:
         print(f"compare_table.py: {e}", file=sys.stderr)
         return 2
     except (KeyError, TypeError, ValueError) as e:

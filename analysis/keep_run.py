@@ -25,7 +25,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import lift  # noqa: E402  (the step-time rule lives there once)
+import lift_stats  # noqa: E402  (the step-time rule lives there once)
 
 
 def cpu_model():
@@ -46,7 +46,7 @@ def keep_weights(checkpoint, out):
     import h5py  # only here: the rest of keep_run.py needs no HDF5 module
     with h5py.File(checkpoint, "r") as src, h5py.File(out + ".tmp", "w") as dst:
         if "model" not in src:
-            raise lift.InputError(f"{checkpoint}: no /model group (not a vitkd checkpoint?)")
+            raise lift_stats.InputError(f"{checkpoint}: no /model group (not a vitkd checkpoint?)")
         for k, v in src.attrs.items():
             dst.attrs[k] = v
         dst.attrs["has_state"] = 0
@@ -64,26 +64,26 @@ def main():
         sys.exit(__doc__.split("\n\n")[1])
     run, dest = args
     try:
-        step_ms = lift.median_step_ms(os.path.join(run, "timing.h5"))
+        step_ms = lift_stats.median_step_ms(os.path.join(run, "timing.h5"))
         if not os.path.exists(os.path.join(run, "result.json")):
-            raise lift.InputError(f"{os.path.join(run, 'result.json')}: missing (has the run finished?)")
+            raise lift_stats.InputError(f"{os.path.join(run, 'result.json')}: missing (has the run finished?)")
         if weights and not os.path.exists(os.path.join(run, "checkpoint.h5")):
-            raise lift.InputError(f"{os.path.join(run, 'checkpoint.h5')}: missing (no checkpoint to keep)")
-    except lift.InputError as e:
+            raise lift_stats.InputError(f"{os.path.join(run, 'checkpoint.h5')}: missing (no checkpoint to keep)")
+    except lift_stats.InputError as e:
         print(f"keep_run.py: error: {e}", file=sys.stderr)
         return 2
     os.makedirs(dest, exist_ok=True)
     for name in ("result.json", "test_predictions.json"):
         if os.path.exists(os.path.join(run, name)):
             shutil.copyfile(os.path.join(run, name), os.path.join(dest, name))
-    with open(os.path.join(dest, lift.KEPT_TIMING), "w") as fh:
+    with open(os.path.join(dest, lift_stats.KEPT_TIMING), "w") as fh:
         json.dump({"median_step_ms": step_ms, "from": "timing.h5: median over steps of the slowest rank's "
                    "step_wall_seconds", "cpu": cpu_model()}, fh)
         fh.write("\n")
     if weights:
         try:
             keep_weights(os.path.join(run, "checkpoint.h5"), weights)
-        except (lift.InputError, OSError) as e:
+        except (lift_stats.InputError, OSError) as e:
             print(f"keep_run.py: error: {e}", file=sys.stderr)
             return 2
         print(f"keep_run.py: {run}/checkpoint.h5 -> {weights} (weights only)")
