@@ -18,7 +18,7 @@
 #                                           runs once per sample (epoch 1), then never; the training
 #                                           trajectory (every step's loss, the final weights) is the
 #                                           live teacher's, bit for bit; a second run reuses the file
-#   kept_teacher_weights_teach_as_the_checkpoint  analysis/keep_run.py --weights: the teacher's
+#   kept_teacher_weights_teach_as_the_checkpoint  experiments/distillation/keep_run.py --weights: the teacher's
 #                                           checkpoint without its state (has_state 0, smaller) trains
 #                                           the student exactly as the full checkpoint does, bit for bit
 #   view_cache_replays_augmented_views      `vitkd teacher-cache` writes 3 epochs of augmented views
@@ -206,7 +206,7 @@ PY
 }
 
 case_kept_teacher_weights_teach_as_the_checkpoint() {
-  "$PYTHON" "$SRC/analysis/keep_run.py" "$SETUP/teacher" kept --weights kept/teacher.h5 > keep.log 2>&1 ||
+  "$PYTHON" "$SRC/experiments/distillation/keep_run.py" "$SETUP/teacher" kept --weights kept/teacher.h5 > keep.log 2>&1 ||
     { cat keep.log; fail "keep_run.py --weights"; }
   "$PYTHON" - "$SETUP/teacher/checkpoint.h5" kept/teacher.h5 <<'PY'
 import h5py, os, sys

@@ -10,7 +10,7 @@
 #   fp32_only_module_falls_back_to_fp32         a module that fails under bf16 autocast runs in
 #                                               fp32, and the log says so
 #   wrong_class_count_is_refused                exit 2, one line naming the file and both shapes
-#   teacher_cnn_script_teaches_in_vitkd         jobs/teacher_cnn.py on a file with a validation
+#   teacher_cnn_script_teaches_in_vitkd         experiments/distillation/teacher_cnn.py on a file with a validation
 #                                               split: its TorchScript teaches a vitkd student, and
 #                                               vitkd measures the teacher's test top-1 the script
 #                                               recorded (the same normalisation), to 1/64
@@ -91,12 +91,12 @@ case_wrong_class_count_is_refused() {
 case_teacher_cnn_script_teaches_in_vitkd() {
   synthetic val.h5 320 64 16 4 --seed 3 --val-fraction 0.2
   # A width whose convolutions PyTorch 1.13's oneDNN corrupts on AVX2: one line, exit 2, nothing written.
-  LOG=narrow.log expect 2 "$PYTHON" "$SRC/jobs/teacher_cnn.py" --data val.h5 --out narrow.pt --json narrow.json --width 4
+  LOG=narrow.log expect 2 "$PYTHON" "$SRC/experiments/distillation/teacher_cnn.py" --data val.h5 --out narrow.pt --json narrow.json --width 4
   [ "$(wc -l < narrow.log)" -eq 1 ] && grep -q "^teacher_cnn.py: --width 4: use 8 or more" narrow.log \
     || { cat narrow.log; fail "not one line naming the width"; }
   [ ! -e narrow.pt ] && [ ! -e narrow.json ] || fail "a refused width wrote a file"
-  "$PYTHON" "$SRC/jobs/teacher_cnn.py" --data val.h5 --out cnn.pt --json cnn.json --epochs 3 --width 8 \
-    --batch 32 --lr 0.05 --threads 1 > cnn.log 2>&1 || { cat cnn.log; fail "jobs/teacher_cnn.py failed"; }
+  "$PYTHON" "$SRC/experiments/distillation/teacher_cnn.py" --data val.h5 --out cnn.pt --json cnn.json --epochs 3 --width 8 \
+    --batch 32 --lr 0.05 --threads 1 > cnn.log 2>&1 || { cat cnn.log; fail "experiments/distillation/teacher_cnn.py failed"; }
   LOG=student.log expect 0 vk "$NP" "${student[@]}" --set data.path="$WORK/val.h5" --set run.out_dir=student \
     --set data.eval_split=val --set teacher.torchscript="$WORK/cnn.pt" --set distill.kind=hard \
     --set distill.eval_agreement=true

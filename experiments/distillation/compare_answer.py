@@ -1,6 +1,6 @@
 """The answer to "Does distillation pay?" in sentences, every figure from the kept runs.
 
-analysis/compare_table.py writes these sentences into the comparison's generated blocks
+experiments/distillation/compare_table.py writes these sentences into the comparison's generated blocks
 (experiments/distillation/README.md and the top README's short answer), so that a figure
 changed in the prose by hand fails its --check like a figure changed in a table.
 """

@@ -1,4 +1,4 @@
-"""The statistics and the time base of analysis/lift.py: paired differences with a t
+"""The statistics and the time base of experiments/distillation/lift.py: paired differences with a t
 interval and McNemar's test, the median step time of a run, the teacher cache's log,
 and the test top-1 reached within a budget of training time.
 """
@@ -48,7 +48,7 @@ def mcnemar(a, b):
 def paired(x_by_seed, y_by_seed, seeds):
     """Runs X and Y paired by seed: per seed (seed, y, x, X - Y in test top-1, X/Y - 1 in training time,
     McNemar's (only Y right, only X right, p) or None), and the means with their 95 % t intervals
-    ({"top1": (mean, ci), "time": (mean, ci)}). One rule for lift.py and analysis/compare_table.py."""
+    ({"top1": (mean, ci), "time": (mean, ci)}). One rule for lift.py and experiments/distillation/compare_table.py."""
     rows = []
     for s in seeds:
         x, y = x_by_seed[s], y_by_seed[s]
@@ -87,12 +87,12 @@ def paired_section(kd, alone_by_seed, seeds):
     return out
 
 
-KEPT_TIMING = "timing-summary.json"  # a kept run's step time (analysis/keep_run.py) when timing.h5 is not kept
+KEPT_TIMING = "timing-summary.json"  # a kept run's step time (experiments/distillation/keep_run.py) when timing.h5 is not kept
 
 
 def median_step_ms(path):
     """Median over steps of the slowest rank's step wall time in a timing log (ms); for a run kept
-    without its timing log (analysis/keep_run.py), the figure it recorded beside result.json."""
+    without its timing log (experiments/distillation/keep_run.py), the figure it recorded beside result.json."""
     kept = os.path.join(os.path.dirname(path), KEPT_TIMING)
     if not os.path.exists(path) and os.path.exists(kept):
         try:
