@@ -166,7 +166,7 @@ fi
 # The rule runs a seed's arms in one session on one machine (its time comparisons pair them): say so
 # before a seed is finished on another CPU than the one its kept runs name (experiments/distillation/compare_table.py
 # then reports those times as not compared).
-here=$(/usr/bin/python3 -c 'import sys; sys.path.insert(0, "analysis"); import keep_run; print(keep_run.cpu_model())')
+here=$(/usr/bin/python3 -c 'import sys; sys.path.insert(0, "experiments/distillation"); import keep_run; print(keep_run.cpu_model())')
 for s in $SEEDS; do
   todo=0
   # D is read only at the end of training, never against time: it may run anywhere (2026-12-03).

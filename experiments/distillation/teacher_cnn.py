@@ -31,7 +31,7 @@ import h5py
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analysis"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from keep_run import cpu_model  # noqa: E402  (the CPU as every kept run records it)
 import torch.nn as nn
 import torch.nn.functional as F
