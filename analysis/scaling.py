@@ -66,7 +66,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import FormatError, Run, kept_steps  # noqa: E402
+from report_read import FormatError, Run  # noqa: E402
+from report_stats import kept_steps  # noqa: E402
 
 TCP_PAYLOAD_EFFICIENCY = 1448 / 1514  # MSS (with TCP timestamps) / Ethernet frame at MTU 1500
 PAD_MULTIPLE = 16                     # vitkd pads the flat buffer to a multiple of ranks x 16

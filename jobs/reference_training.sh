@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long version of tests/e2e_reference_training.sh: vitkd against the
+# The long version of tests/e2e/e2e_reference_training.sh: vitkd against the
 # PyTorch reference for 200 steps on Fashion-MNIST with the teacher's shape
 # (dim 192, depth 6, 3 heads, patch 4, batch 64, lr 1e-3, warm-up 100 steps,
 # 3-epoch cosine stopped at step 200), 1 rank, fp32, clipping at 1.0 on both
@@ -21,4 +21,4 @@ export DIM=192 DEPTH=6 HEADS=3 PATCH=4 MLP_RATIO=4.0 PARAM_RTOL=${PARAM_RTOL:-1e
 # and moments reloaded every RESYNC steps, and the free-running drift is reported.
 export RESYNC=${RESYNC:-20} FREE_RUNNING=1 SENSITIVITY=${SENSITIVITY:-1e-8}
 export VARIANTS=${VARIANTS:-default} BREAK=${BREAK:-0}  # BREAK=1: also the two broken runs
-bash tests/e2e_reference_training.sh "$PWD/runs/reference-training"
+bash tests/e2e/e2e_reference_training.sh "$PWD/runs/reference-training"

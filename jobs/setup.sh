@@ -16,8 +16,8 @@ PKGS=(
   zlib1g-dev libpng-dev libjpeg62-turbo-dev
   dataset-fashion-mnist
   python3 python3-numpy python3-h5py python3-matplotlib python3-torch python3-yaml python3-pil
-  strace                                           # tests/e2e_faults.sh: fsync order of checkpoints
-  slurm-wlm munge                                  # the real Slurm test (tests/slurm_cluster.sh)
+  strace                                           # tests/e2e/e2e_faults.sh: fsync order of checkpoints
+  slurm-wlm munge                                  # the real Slurm test (tests/cluster/slurm_cluster.sh)
   iproute2                                         # the simulated cluster's namespaces and links (tests/cluster/)
   libmpich-dev libhdf5-mpich-dev mpich             # the MPICH lane (jobs/lanes/mpich.sh)
 )

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""analysis/compare_table.py on planted kept runs, and the README's block against the repository's files.
+"""experiments/distillation/compare_table.py on planted kept runs, and the README's block against the repository's files.
 
     python3 tests/analysis/test_compare_table.py SRC_DIR WORK_DIR
 
-Plants, under WORK_DIR/compare_table/results, what jobs/compare.sh and
-jobs/teacher_vit.sh keep: arms A and C at the four seeds (C − A = +1.2, +1.0,
+Plants, under WORK_DIR/compare_table/results, what experiments/distillation/compare.sh and
+experiments/distillation/teacher_vit.sh keep: arms A and C at the four seeds (C − A = +1.2, +1.0,
 +1.4, +1.2 points: mean +1.20, 95 % t interval [+0.94, +1.46]; C's training
 time 1.2 times A's), S at two seeds (pending), the convnet teacher's JSON and
 both ViT candidates (V1's validation top-1 the higher). Checks the figures
@@ -28,13 +28,13 @@ from checks import check, finish  # noqa: E402
 src, work = sys.argv[1], os.path.join(sys.argv[2], "compare_table")
 shutil.rmtree(work, ignore_errors=True)
 results = os.path.join(work, "results")
-tool = os.path.join(src, "analysis", "compare_table.py")
+tool = os.path.join(src, "experiments", "distillation", "compare_table.py")
 
 
 def kept(folder, seed, final, seconds, curve, dim=96, epochs=32, cpu="Planted CPU (avx512_bf16)", compute=None):
-    """A run as analysis/keep_run.py keeps it: result.json (validation curve), timing-summary.json."""
+    """A run as experiments/distillation/keep_run.py keeps it: result.json (validation curve), timing-summary.json."""
     os.makedirs(folder)
-    # A seed's precision: seed 11 in fp32, the others in bf16, as jobs/compare.sh pins it per seed.
+    # A seed's precision: seed 11 in fp32, the others in bf16, as experiments/distillation/compare.sh pins it per seed.
     compute = compute or ("fp32" if seed == 11 else "bf16")
     evals = [{"step": 10 * (i + 1), "epoch": i + 1, "train_seconds": t, "val_top1": v} for i, (t, v) in enumerate(curve)]
     json.dump({"test_top1": final, "steps": 10 * len(curve), "epochs": epochs, "seed": seed, "eval_split": "val",
@@ -85,9 +85,9 @@ check("Counting the teacher's training (the convnet's 45 min, as measured on its
       "student; each seed's students on their own machine): seed 11: C 20 + 45 = 65 min for test top-1 0.9120, "
       "A 17 min for 0.9000; seed 12: C 20 + 45 = 65 min for test top-1 0.9200, A 17 min for 0.9100;" in out,
       "the teacher's training counted: C against the students alone, seed by seed")
-check("| convnet, `jobs/teacher_cnn.py` | 309,162 | 30 | 0.9457 | 0.9404 | 45 min (75 s) |" in out,
+check("| convnet, `experiments/distillation/teacher_cnn.py` | 309,162 | 30 | 0.9457 | 0.9404 | 45 min (75 s) |" in out,
       "the convnet teacher's row, its training time and median epoch")
-check("| ViT candidate V1 (ViT dim 192, depth 6, 3 heads), `jobs/teacher_vit.sh` | 192,000 | 64 | 0.9300 | 0.9250 "
+check("| ViT candidate V1 (ViT dim 192, depth 6, 3 heads), `experiments/distillation/teacher_vit.sh` | 192,000 | 64 | 0.9300 | 0.9250 "
       "| 83 min | vitkd 0.4.8, 2026-12-11, 2 ranks, bf16, LibTorch 1.13.0, Planted CPU (avx512_bf16) |" in out, "a ViT candidate's row: final validation top-1, training time without evaluation")
 check("Arm D's teacher: **V1**, the higher final validation top-1" in out, "the ViT teacher chosen on validation")
 check("Where each seed ran: 11: vitkd 0.4.8, 2026-12-11, 2 ranks, fp32, LibTorch 1.13.0, Planted CPU (avx512_bf16);"
@@ -95,8 +95,8 @@ check("Where each seed ran: 11: vitkd 0.4.8, 2026-12-11, 2 ranks, fp32, LibTorch
       "each seed's version, day and machine; seeds in different precisions are compared, each within itself")
 
 readme = os.path.join(work, "README.md")
-open(readme, "w").write("# x\n\n<!-- BEGIN analysis/compare_table.py: generated from results/; edit the files, not "
-                        "this block -->\nold\n<!-- END analysis/compare_table.py -->\n\nafter\n")
+open(readme, "w").write("# x\n\n<!-- BEGIN experiments/distillation/compare_table.py: generated from results/; edit the files, not "
+                        "this block -->\nold\n<!-- END experiments/distillation/compare_table.py -->\n\nafter\n")
 w = subprocess.run([sys.executable, tool, "--results", results, "--readme", readme, "--summary", "", "--write"],
                    capture_output=True, text=True)
 c = subprocess.run([sys.executable, tool, "--results", results, "--readme", readme, "--summary", "", "--check"],

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Self-contained test of analysis/lift.py on planted runs.
+"""Self-contained test of experiments/distillation/lift.py on planted runs.
 
     python3 tests/analysis/test_lift.py SRC_DIR WORK_DIR
 
-Writes, under WORK_DIR/lift (replaced), the folders jobs/lift.sh leaves:
+Writes, under WORK_DIR/lift (replaced), the folders experiments/distillation/lift.sh leaves:
 member-s4/ and alone-s2/ (students alone), member-s5/ (a member of 21
 epochs: not counted as the student alone), distill-s2/ (distilled: every
 evaluation 0.01 above alone-s2's at the same times), each with a result.json
@@ -73,7 +73,7 @@ run("alone-s2", alone, 0.050, predictions=(LABELS, ALONE_P))
 run("member-s4", [a - 0.02 for a in alone], 0.080)  # slower machine: must not enter the times
 run("member-s5", [0.50 + 0.018 * i for i in range(20)] + [0.85], 0.050)  # 21 epochs: not the student alone
 run("distill-s2", [a + 0.01 for a in alone], 0.051, predictions=(LABELS, KD_P))
-for log in ("member-s4.log", "sift-b4-s2.log"):  # jobs/lift.sh's logs lie next to the run folders
+for log in ("member-s4.log", "sift-b4-s2.log"):  # experiments/distillation/lift.sh's logs lie next to the run folders
     open(os.path.join(work, log), "w").write("done\n")
 with open(os.path.join(work, "cache.log"), "w") as f:
     f.write("teacher-cache: the teacher's test top-1 0.9500 (10000 test samples)\n"
@@ -84,7 +84,7 @@ run("live-s2", [a + 0.01 for a in alone], 0.090)
 run("sift-s2", [a + 0.01 for a in alone[:6]], 0.060, final=0.865, epochs=10)  # 60 s instead of 100 s
 run("sift-b4-s2", [a + 0.01 for a in alone[:5]], 0.050, final=0.855, epochs=10)  # beta 4: 50 s
 
-lift = os.path.join(src, "analysis", "lift.py")
+lift = os.path.join(src, "experiments", "distillation", "lift.py")
 
 
 p = subprocess.run([sys.executable, lift, "--runs", work, "--seeds", "2", "--out", os.path.join(work, "lift.md"),
@@ -117,9 +117,9 @@ png = os.path.join(work, "lift.png")
 check(os.path.exists(png) and os.path.getsize(png) > 1000, "figure written")
 check(open(os.path.join(work, "lift.md")).read().rstrip("\n") == out.rstrip("\n"), "--out holds what was printed")
 
-# The runs kept small (analysis/keep_run.py: result.json, the predictions and the median step time,
-# not timing.h5) give lift.py the same report as the runs themselves (jobs/compare.sh keeps runs so).
-keep, kept = os.path.join(src, "analysis", "keep_run.py"), work + "-kept"
+# The runs kept small (experiments/distillation/keep_run.py: result.json, the predictions and the median step time,
+# not timing.h5) give lift.py the same report as the runs themselves (experiments/distillation/compare.sh keeps runs so).
+keep, kept = os.path.join(src, "experiments", "distillation", "keep_run.py"), work + "-kept"
 shutil.rmtree(kept, ignore_errors=True)
 kept_ok = True
 for name in sorted(os.listdir(work)):

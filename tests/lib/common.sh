@@ -1,4 +1,4 @@
-# Shared helpers of the end-to-end scripts, tests/e2e_*.sh (sourced).
+# Shared helpers of the end-to-end scripts, tests/e2e/e2e_*.sh (sourced).
 #
 # A script sets CASES, defines one function case_<name> per case, and ends
 # with `e2e_main "$@"`:

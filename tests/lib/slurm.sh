@@ -1,6 +1,6 @@
 # Shared by the test clusters (sourced).
 # slurm_conf_test_cluster: the slurm.conf lines every test cluster shares (the
-# real one-node Slurm of tests/slurm_cluster.sh and the simulated nodes of
+# real one-node Slurm of tests/cluster/slurm_cluster.sh and the simulated nodes of
 # tests/cluster/lib.sh): no cgroups, accounting or job completion records,
 # MpiDefault=none (Slurm's own default: the job script chooses the plugin),
 # cores as the unit, a node that comes back returns to service.

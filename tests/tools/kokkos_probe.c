@@ -1,7 +1,7 @@
 /* A Kokkos tool (the profiling interface Kokkos loads with
  * --kokkos-tools-library / --kokkos-tools-libs): appends "init" and the name
  * of every parallel_for to the file named by VITKD_KOKKOS_PROBE_OUT, so that
- * tests/e2e_kokkos_args.sh sees that Kokkos started and got the argument. */
+ * tests/e2e/e2e_kokkos_args.sh sees that Kokkos started and got the argument. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,8 +17,8 @@ model (F.gelu, matmul attention, nn.LayerNorm), torch.optim.AdamW with
 vitkd's two weight-decay groups (or one, for model.decay = "all"),
 torch.nn.utils.clip_grad_norm_, F.cross_entropy. What it shares with vitkd
 is the data order (vitkd's epoch permutation, written here from
-src/data/loader.cpp's definition), the schedule (benchmarks/pytorch_baseline.py's
-schedule_lr) and the normalisation (pytorch_baseline.load_split).
+src/data/loader.cpp's definition), the schedule (benchmarks/baseline_parts.py's
+schedule_lr) and the normalisation (baseline_parts.load_split).
 
 Exit 0 when every logged step's loss agrees within --loss-rtol (relative) and
 the final parameters within --param-rtol (relative L2 over all parameters);
@@ -42,7 +42,7 @@ ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "analysis"))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import vitkd_model  # noqa: E402
-import pytorch_baseline as base  # noqa: E402
+import baseline_parts as base  # noqa: E402  (pytorch_baseline.py's data and schedule)
 
 M64 = (1 << 64) - 1
 
