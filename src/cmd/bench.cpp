@@ -30,6 +30,7 @@
 #include "train/setup.hpp"
 #include "util/alloc.hpp"
 #include "util/kokkos_session.hpp"
+#include "util/strings.hpp"
 #include "util/timing.hpp"
 #include "util/error.hpp"
 #include "util/torch_compat.hpp"
@@ -302,9 +303,12 @@ int bench_loader(const cli::Args& a) {
   keep_freed_memory();  // as training does (util/alloc.hpp): a batch's buffers are not faulted in anew
   // The flags as the configuration keys they stand for, through the training
   // run's own parser, validation and builder (train/setup.hpp).
-  std::vector<std::string> keys = {"model.image_size=" + a.text("image-size"), "model.patch=1", "run.seed=1",
-                                   "data.mixup=" + a.text("mixup"), "data.cutmix=" + a.text("cutmix"),
-                                   "data.random_erase=" + a.text("random-erase"), "data.policy=" + a.text("policy")};
+  auto num = [](double v) { return fmt("%.17g", v); };
+  std::vector<std::string> keys = {"model.image_size=" + std::to_string(a.integer("image-size")), "model.patch=1",
+                                   "run.seed=1", "data.mixup=" + num(a.number("mixup")),
+                                   "data.cutmix=" + num(a.number("cutmix")),
+                                   "data.random_erase=" + num(a.number("random-erase")),
+                                   "data.policy=" + a.text("policy")};
   if (a.text("crop") != kEvaluationView) keys.insert(keys.end(), {"data.augment=true", "data.crop=" + a.text("crop")});
   AugmentSpec aug = augment_from_config(parse_config("", "bench loader", keys));
   std::optional<MixPairing> pairing;

@@ -34,13 +34,15 @@ void check_views_fit(const AugmentSpec& aug, const DatasetMeta& m) {
   const std::string stored = n(m.height) + "x" + n(m.width);
   if (aug.enabled && aug.crop == CropKind::Pad && (m.height != s || m.width != s))
     throw UserError(m.path + ": images are stored at " + stored + " and model.image_size is " + n(s) +
-                    "; the pad crop (data.crop = \"pad\") keeps the stored size: store them at " + n(s) +
-                    " (`vitkd prepare folder --size " + n(s) + "`) or set data.crop = \"random_resized\"");
+                    "; the pad crop (" + setting_text("data.crop", CropKind::Pad) +
+                    ") keeps the stored size: store them at " + n(s) + " (`vitkd prepare folder --size " + n(s) +
+                    "`) or set " + setting_text("data.crop", CropKind::RandomResized));
   if (!(aug.enabled && aug.crop == CropKind::RandomResized) && (m.height < s || m.width < s))
     throw UserError(m.path + ": images are stored at " + stored + ", smaller than model.image_size = " + n(s) +
                     "; without the random-resized crop the views are cut from the stored images: store them "
                     "at " + n(s) + " or more (`vitkd prepare folder --size " + n(s * 8 / 7) +
-                    "` for the evaluation crop of data.crop_pct = 0.875), or set data.crop = \"random_resized\"");
+                    "` for the evaluation crop of data.crop_pct = 0.875), or set " +
+                    setting_text("data.crop", CropKind::RandomResized));
 }
 
 }  // namespace vitkd

@@ -373,7 +373,8 @@ CheckpointInfo validate_training_checkpoint(const std::string& path, ViT& model,
   H5Obj f = h5_open_read(path, "checkpoint");
   if (!info.has_state)
     throw UserError(path + ": holds weights only, no optimizer or data state, so training cannot "
-                    "resume from it; use it as teacher.checkpoint, or set checkpoint.resume = \"never\"");
+                    "resume from it; use it as teacher.checkpoint, or set " +
+                    setting_text("checkpoint.resume", ResumeKind::Never));
   for (const char* a : {"seed", "global_batch", "data_epoch", "data_batch", "samples_seen",
                         "samples_trained", "teacher_forwards", "bad_steps", "train_seconds", "complete"})
     if (!h5_attr_exists(f, a))

@@ -170,12 +170,13 @@ ResumedSchedule check_resumed_schedule(const std::string& path, const Config& cf
                     std::to_string(plan.total_steps) + " steps (train.epochs = " +
                     std::to_string(cfg.train_epochs) + ", train.max_steps = " +
                     std::to_string(cfg.train_max_steps) + "); raise train.epochs or train.max_steps "
-                    "to continue it, or set checkpoint.resume = \"never\" to start over");
+                    "to continue it, or set " + setting_text("checkpoint.resume", ResumeKind::Never) +
+                    " to start over");
   if (!st.complete) return ResumedSchedule::Continue;
   if (st.step == plan.total_steps) {
     log0("resume: the run in %s already finished its schedule; nothing to do (raise train.epochs "
-         "or train.max_steps to extend it, or set checkpoint.resume = \"never\" to train again "
-         "from scratch)\n", cfg.run_out_dir.c_str());
+         "or train.max_steps to extend it, or set %s to train again from scratch)\n", cfg.run_out_dir.c_str(),
+         setting_text("checkpoint.resume", ResumeKind::Never).c_str());
     return ResumedSchedule::Finished;
   }
   log0("resume: extending the finished run from step %lld to %lld (%.0f of %.0f samples seen): the "

@@ -131,6 +131,19 @@ shows_help ops_help "--threads --millis" -- bench ops --help
 bad attention_unknown "unknown option '--batches' (did you mean '--batch'?)" -- bench attention --batches 2
 bad attention_not_numeric "bench attention: --rounds must be an integer >= 1, got '0'" -- bench attention --rounds 0
 shows_help attention_help "--threads --batch --rounds --millis --out" -- bench attention --help
+# bench loader builds its transform through the configuration (its flags as the keys
+# they stand for): a run writes its rates, and a mixing flag without a crop is the
+# configuration's one line.
+"$VITKD" prepare synthetic --out "$work/syn.h5" --train 64 --test 16 --size 16 > /dev/null
+run bench loader --data "$work/syn.h5" --image-size 16 --crop pad --policy trivial_augment --mixup 0.8 \
+  --random-erase 0.25 --millis 50 --out "$work/loader.json"
+if [ "$rc" -ne 0 ] || ! python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
+ks = [k for k in r if k.endswith("per_core")]
+assert ks and all(r[k] > 0 for k in ks) and r["views"].startswith("data.augment = true"), r' "$work/loader.json"; then
+  fail "bench loader on syn.h5: exit $rc or no rates"; cat "$work/err"
+else echo "ok   bench loader: rates written"; passes=$((passes+1)); fi
+rm -f "$cwd/loader.json"
+bad loader_mixing_without_crop "invalid value for 'data.mixup'" -- bench loader --data "$work/syn.h5" --crop none --mixup 0.8
 bad comm_unknown "unknown option '--iter' (did you mean '--iters'?)" -- bench comm --iter 3
 bad comm_missing "bench comm: --elements needs a value" -- bench comm --elements
 bad comm_not_numeric "bench comm: --elements must be an integer in [1, 2147483647], got 'lots'" -- bench comm --elements lots

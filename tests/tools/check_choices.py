@@ -74,7 +74,9 @@ def violations(src):
                 c = code(line)
                 if "h5_attr_" in c:
                     continue
-                for w in re.findall(r'"([^"\\]*)"', c):
+                literals = re.findall(r'"((?:[^"\\]|\\.)*)"', c)
+                quoted = [q for lit in literals for q in re.findall(r'\\"([^"\\]*)\\"', lit)]
+                for w in [lit for lit in literals if "\\" not in lit] + quoted:
                     if w in ws and (rel, w) not in ALLOWED:
                         found.append(f'{rel}:{n}: "{w}" is a configuration choice\'s word; name the enum '
                                      f"(config/choices.hpp) and print it with choice_name()")
@@ -97,12 +99,13 @@ def self_test():
             print("self-test: comments and attribute names were reported:", violations(d))
             return 1
         open(os.path.join(d, "data", "bad.cpp"), "w").write(
-            'bool f(const std::string& c) { return c == "random_resized"; }  // "pad"\n')
+            'bool f(const std::string& c) { return c == "random_resized"; }  // "pad"\n'
+            'std::string g() { return "set data.policy = \\"trivial_augment\\" here"; }\n')
         v = violations(d)
-        if len(v) != 1 or "bad.cpp:1" not in v[0] or "random_resized" not in v[0]:
-            print("self-test: the planted spelling was not found exactly once:", v)
+        if len(v) != 2 or "bad.cpp:1" not in v[0] or "random_resized" not in v[0] or "trivial_augment" not in v[1]:
+            print("self-test: the planted spellings (a literal, a word quoted in a message) were not found:", v)
             return 1
-    print("self-test: the planted spelling found; comments and attribute names pass")
+    print("self-test: the planted spellings found (a literal, a word quoted in a message); comments and attribute names pass")
     return 0
 
 

@@ -26,14 +26,15 @@ std::string transform_text(const AugmentSpec& aug, int64_t h, int64_t w) {
   std::string t = "data.augment = " + std::string(aug.enabled ? "true" : "false");
   if (aug.enabled) {
     if (aug.crop == CropKind::Pad) {
-      t += ", data.crop = \"pad\", data.crop_pad = " + std::to_string(aug.pad);
+      t += ", " + setting_text("data.crop", CropKind::Pad) + ", data.crop_pad = " + std::to_string(aug.pad);
     } else {
-      t += ", data.crop = \"random_resized\", data.crop_scale = [" + number(aug.scale_min) + ", " +
+      t += ", " + setting_text("data.crop", CropKind::RandomResized) + ", data.crop_scale = [" +
+           number(aug.scale_min) + ", " +
            number(aug.scale_max) + "], data.crop_ratio = [" + number(aug.ratio_min) + ", " + number(aug.ratio_max) +
            "]";
     }
     t += ", data.flip = " + std::string(aug.flip ? "true" : "false");
-    if (aug.policy()) t += ", data.policy = \"trivial_augment\"";
+    if (aug.policy()) t += ", " + setting_text("data.policy", Policy::TrivialAugment);
     if (aug.erasing()) t += ", data.random_erase = " + number(aug.erase_prob);
     if (aug.mixing())
       t += ", data.mixup = " + number(aug.mix.mixup_alpha) + ", data.cutmix = " + number(aug.mix.cutmix_alpha) +
