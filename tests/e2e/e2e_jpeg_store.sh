@@ -91,24 +91,11 @@ case_cached_views_equal_live() {
   cmp_ckpt live/checkpoint.h5 replay/checkpoint.h5 --exact --groups model
 }
 
-case_ranks_train_on_the_same_views() {
-  local K=('precision.compute="fp32"' train.threads=1 train.max_steps=8 "${ALL[@]}")
-  small_config one.toml 1 "${K[@]}" 'run.out_dir="one"'
-  small_config many.toml "$NP" "${K[@]}" 'run.out_dir="many"'
-  LOG=one.log expect 0 vk 1 train one.toml
-  LOG=many.log expect 0 vk "$NP" train many.toml
-  cmp_ckpt one/checkpoint.h5 many/checkpoint.h5 --rtol 1e-5 --groups model
-}
+case_ranks_train_on_the_same_views() { same_model_at_one_and_np_ranks small_config "$NP" "${ALL[@]}"; }
 
 case_resume_is_bit_exact() {
-  small_config full.toml "$NP" "${ALL[@]}" 'run.out_dir="full"'
-  small_config cut.toml "$NP" "${ALL[@]}" 'run.out_dir="cut"'
+  resumed_equals_uninterrupted small_config "$NP" "${ALL[@]}"
   small_config mpio.toml "$NP" "${ALL[@]}" 'data.io="mpio"' 'run.out_dir="mpio"'
-  LOG=full.log expect 0 vk "$NP" train full.toml
-  LOG=cut1.log expect 75 vk "$NP" VITKD_TEST_PREEMPT_AT_STEP=7 train cut.toml
-  LOG=cut2.log expect 0 vk "$NP" train cut.toml
-  grep -q "resume: from cut/checkpoint.h5" cut2.log || { cat cut2.log; fail "did not resume"; }
-  cmp_ckpt full/checkpoint.h5 cut/checkpoint.h5 --exact --groups model
   LOG=mpio.log expect 0 vk "$NP" train mpio.toml
   [ "$(json_get mpio/result.json data_io)" = mpio ] || fail "the mpio run did not read through MPI-IO"
   [ "$(json_get full/result.json data_io)" = serial ] || fail "the full run did not read serially"

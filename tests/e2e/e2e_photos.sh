@@ -115,24 +115,9 @@ PY
   cmp_ckpt live32/checkpoint.h5 replay32/checkpoint.h5 --exact --groups model
 }
 
-case_ranks_train_on_the_same_views() {
-  local K=('precision.compute="fp32"' train.threads=1 train.max_steps=8 "${ALL[@]}")
-  photo_config one.toml 1 "${K[@]}" 'run.out_dir="one"'
-  photo_config many.toml "$NP" "${K[@]}" 'run.out_dir="many"'
-  LOG=one.log expect 0 vk 1 train one.toml
-  LOG=many.log expect 0 vk "$NP" train many.toml
-  cmp_ckpt one/checkpoint.h5 many/checkpoint.h5 --rtol 1e-5 --groups model
-}
+case_ranks_train_on_the_same_views() { same_model_at_one_and_np_ranks photo_config "$NP" "${ALL[@]}"; }
 
-case_resume_is_bit_exact() {
-  photo_config full.toml "$NP" "${ALL[@]}" 'run.out_dir="full"'
-  photo_config cut.toml "$NP" "${ALL[@]}" 'run.out_dir="cut"'
-  LOG=full.log expect 0 vk "$NP" train full.toml
-  LOG=cut1.log expect 75 vk "$NP" VITKD_TEST_PREEMPT_AT_STEP=7 train cut.toml
-  LOG=cut2.log expect 0 vk "$NP" train cut.toml
-  grep -q "resume: from cut/checkpoint.h5" cut2.log || { cat cut2.log; fail "did not resume"; }
-  cmp_ckpt full/checkpoint.h5 cut/checkpoint.h5 --exact --groups model
-}
+case_resume_is_bit_exact() { resumed_equals_uninterrupted photo_config "$NP" "${ALL[@]}"; }
 
 case_loader_threads_train_alike() {
   photo_config inline.toml "$NP" "${ALL[@]}" train.max_steps=8 data.loader_threads=0 'run.out_dir="inline"'

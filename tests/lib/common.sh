@@ -157,6 +157,35 @@ h5_attr() { "$PYTHON" -c 'import h5py, sys; print(int(h5py.File(sys.argv[1], "r"
 # cmp_ckpt A B [--exact | --rtol R]: tests/tools/compare_checkpoints.py
 cmp_ckpt() { "$PYTHON" "$SRC/tests/tools/compare_checkpoints.py" "$@"; }
 
+# same_model_at_one_and_np_ranks MAKE NP KEY=VALUE...: the configuration MAKE
+# writes (MAKE FILE NP KEY=VALUE...) trained 8 steps in fp32 on one thread at
+# 1 rank and at NP ranks; the models agree within 1e-5 (rank invariance).
+same_model_at_one_and_np_ranks() {
+  local make=$1 np=$2
+  shift 2
+  local K=('precision.compute="fp32"' train.threads=1 train.max_steps=8 "$@")
+  "$make" one.toml 1 "${K[@]}" 'run.out_dir="one"'
+  "$make" many.toml "$np" "${K[@]}" 'run.out_dir="many"'
+  LOG=one.log expect 0 vk 1 train one.toml
+  LOG=many.log expect 0 vk "$np" train many.toml
+  cmp_ckpt one/checkpoint.h5 many/checkpoint.h5 --rtol 1e-5 --groups model
+}
+
+# resumed_equals_uninterrupted MAKE NP KEY=VALUE...: the run MAKE writes, once
+# whole (full/) and once preempted at step 7 and resumed (cut/); the models
+# are bitwise equal.
+resumed_equals_uninterrupted() {
+  local make=$1 np=$2
+  shift 2
+  "$make" full.toml "$np" "$@" 'run.out_dir="full"'
+  "$make" cut.toml "$np" "$@" 'run.out_dir="cut"'
+  LOG=full.log expect 0 vk "$np" train full.toml
+  LOG=cut1.log expect 75 vk "$np" VITKD_TEST_PREEMPT_AT_STEP=7 train cut.toml
+  LOG=cut2.log expect 0 vk "$np" train cut.toml
+  grep -q "resume: from cut/checkpoint.h5" cut2.log || { cat cut2.log; fail "did not resume"; }
+  cmp_ckpt full/checkpoint.h5 cut/checkpoint.h5 --exact --groups model
+}
+
 # The Python modules the checks of a script use (a script may set its own
 # list before e2e_main, e.g. with torch).
 PYTHON_MODULES=(h5py numpy)
