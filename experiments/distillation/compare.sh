@@ -24,9 +24,9 @@
 #                                   OUT/estimate/, and the whole comparison's duration from them
 #                                   (nothing else runs; any CPU, in the precision auto picks there)
 # Environment:
-#   OUT=runs/compare  SEEDS="11 12 13 14"  NP=2  ARMS="A B C Cs S D E"  KEEP=results/compare
+#   OUT=runs/compare  SEEDS="11 12 13 14"  NP=2  ARMS="A B C Cs S D E"  KEEP=experiments/distillation/results/compare
 #   DATA=data/fmnist-val.h5 (made here when missing: --val-fraction 0.1 --val-seed 1)
-#   TEACHER=teachers/fmnist-cnn.pt (made here when missing: experiments/distillation/teacher_cnn.py, 30 epochs; kept in results/compare)
+#   TEACHER=teachers/fmnist-cnn.pt (made here when missing: experiments/distillation/teacher_cnn.py, 30 epochs; kept in experiments/distillation/results/compare)
 #   VIT_TEACHER=       a vitkd checkpoint for arm D, chosen on the validation split (default:
 #                      KEEP/teacher-vit.h5, kept by experiments/distillation/teacher_vit.sh); D is skipped (with a
 #                      line) without it
@@ -52,7 +52,7 @@ NP=${NP:-2}
 ARMS=${ARMS:-$(/usr/bin/python3 experiments/distillation/compare_table.py --print arms)}
 DATA=${DATA:-data/fmnist-val.h5}
 TEACHER=${TEACHER:-teachers/fmnist-cnn.pt}
-KEEP=${KEEP:-results/compare}
+KEEP=${KEEP:-experiments/distillation/results/compare}
 VIT_TEACHER=${VIT_TEACHER:-}
 read -r -a EXTRA <<< "${EXTRA:-}"
 [ -n "$VIT_TEACHER" ] || [ ! -f "$KEEP/teacher-vit.h5" ] || VIT_TEACHER=$KEEP/teacher-vit.h5

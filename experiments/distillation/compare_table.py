@@ -6,9 +6,9 @@
     /usr/bin/python3 experiments/distillation/compare_table.py --print seeds|arms|vit-candidates
 
 Reads what experiments/distillation/compare.sh and experiments/distillation/teacher_vit.sh keep (experiments/distillation/keep_run.py):
-results/compare/<ARM>-s<SEED>/ (result.json, test_predictions.json,
-timing-summary.json), results/compare/teacher-cnn.json (the convnet teacher)
-and results/teacher-vit/<V>/ (the ViT teacher's candidates), and writes the
+experiments/distillation/results/compare/<ARM>-s<SEED>/ (result.json,
+test_predictions.json, timing-summary.json), results/compare/teacher-cnn.json
+(the convnet teacher) and results/teacher-vit/<V>/ (the ViT teacher's candidates), and writes the
 tables of the pre-registered comparison (experiments/learning-log.md, 2026-12-02 and
 its amendments): the teachers, each arm over the seeds run, and each
 comparison against its target, decided before the runs. A comparison is
@@ -410,7 +410,7 @@ def check_or_write(path, begin, end, new, write):
 def main():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--results", default=os.path.join(root, "results"))
+    ap.add_argument("--results", default=os.path.join(root, "experiments", "distillation", "results"))
     ap.add_argument("--readme", default=os.path.join(root, "experiments", "distillation", "README.md"),
                     help="the experiment's page, which holds the whole block")
     ap.add_argument("--summary", default=os.path.join(root, "README.md"),

@@ -8,7 +8,7 @@ RUN/test_predictions.json (when written) into DEST, and writes
 DEST/timing-summary.json with the median step time experiments/distillation/lift.py reads from
 the timing log and this machine's CPU (the log itself, megabytes for a long run, and the checkpoints
 stay behind). experiments/distillation/lift.py reads DEST as it reads RUN: the same tables.
-experiments/distillation/compare.sh keeps every run it finishes this way (results/compare/), so
+experiments/distillation/compare.sh keeps every run it finishes this way (experiments/distillation/results/compare/), so
 that the comparison can be run seed by seed in separate sessions.
 
 --weights FILE.h5 also writes the model of RUN/checkpoint.h5 without its

@@ -2,7 +2,7 @@
 """A teacher of another kind: a small ResNet-style convnet for a vitkd dataset file.
 
     nice -n 19 /usr/bin/python3 experiments/distillation/teacher_cnn.py --data data/fmnist-val.h5 \\
-        --out teachers/fmnist-cnn.pt --json results/teacher-cnn-fmnist.json [--epochs 12] [--seed 1]
+        --out teachers/fmnist-cnn.pt --json experiments/distillation/results/teacher-cnn-fmnist.json [--epochs 12] [--seed 1]
 
 Trains on /train of a file written by `vitkd prepare ... --val-fraction F`,
 chooses the epoch to keep by its top-1 on /val (the only choice made here; the

@@ -5,7 +5,7 @@
 # of data/fmnist-val.h5, evaluated on its validation split every epoch, the
 # test split read once at the end. The candidate with the highest final
 # validation top-1 is the teacher: its weights are kept (experiments/distillation/keep_run.py
-# --weights) as results/compare/teacher-vit.h5, which experiments/distillation/compare.sh takes for
+# --weights) as experiments/distillation/results/compare/teacher-vit.h5, which experiments/distillation/compare.sh takes for
 # arm D. Every finished candidate is kept small under KEEP (result.json with
 # the curve, the test predictions, the median step time and the CPU; commit
 # them), and its weights as KEEP/NAME.weights.h5 until the choice, which
@@ -15,10 +15,10 @@
 # its checkpoint when OUT survives. To free the machine, stop it at a checkpoint:
 # kill -USR1 <mpirun's pid> (exit 75; the rerun resumes it).
 #   experiments/distillation/teacher_vit.sh             (needs build/vitkd; any CPU, in the precision auto picks)
-# Environment: OUT=runs/teacher-vit  KEEP=results/teacher-vit  NP=2
+# Environment: OUT=runs/teacher-vit  KEEP=experiments/distillation/results/teacher-vit  NP=2
 #   CANDIDATES="V2 V1" (those to run now; the choice is made once every candidate is kept)
 #   DATA=data/fmnist-val.h5 (made here when missing: --val-fraction 0.1 --val-seed 1)
-#   CHOSEN=results/compare/teacher-vit.h5  EXTRA="--set train.max_steps=3" (a rehearsal; not for the rule)
+#   CHOSEN=experiments/distillation/results/compare/teacher-vit.h5  EXTRA="--set train.max_steps=3" (a rehearsal; not for the rule)
 # Duration: V2 about 45 min and V1 about 100 min on 2 cores with native bf16 (from the
 # 2.7M teacher's 49.6 min for 32 epochs, 2026-11-30); in fp32 on a 2-core AVX2-only
 # EPYC about 2.7 h and 5.8 h (169 img/s for the 2.7M recipe, 2026-12-03).
@@ -26,13 +26,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source jobs/env.sh
 OUT=${OUT:-runs/teacher-vit}
-KEEP=${KEEP:-results/teacher-vit}
+KEEP=${KEEP:-experiments/distillation/results/teacher-vit}
 # The candidates of the rule (held once in experiments/distillation/compare_table.py): the choice waits for all of them.
 ALL=$(/usr/bin/python3 experiments/distillation/compare_table.py --print vit-candidates)
 CANDIDATES=${CANDIDATES:-$ALL}    # those to run now (a subset: the rest in a later session)
 NP=${NP:-2}
 DATA=${DATA:-data/fmnist-val.h5}
-CHOSEN=${CHOSEN:-results/compare/teacher-vit.h5}
+CHOSEN=${CHOSEN:-experiments/distillation/results/compare/teacher-vit.h5}
 read -r -a EXTRA <<< "${EXTRA:-}"
 VITKD=build/vitkd
 [ -x "$VITKD" ] || { echo "no $VITKD; build it first (jobs/build.sh)" >&2; exit 2; }

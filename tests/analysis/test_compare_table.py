@@ -203,7 +203,7 @@ check(p.returncode == 2 and p.stderr.count("\n") == 1 and "mismatched recipes: m
 
 # The repository's own pages: the answer's sentences are generated too, so one figure of the prose
 # edited by hand (in the experiment's page or the top README's short answer) fails the check.
-repo_results = os.path.join(src, "results")
+repo_results = os.path.join(src, "experiments", "distillation", "results")
 for page, flag in ((os.path.join(src, "experiments", "distillation", "README.md"), "--readme"),
                    (os.path.join(src, "README.md"), "--summary")):
     text = open(page).read()
