@@ -19,7 +19,11 @@
 namespace vitkd {
 namespace {
 
-template <class T> const char* type_name();
+// A choice (config/choices.hpp) is written as one of its words.
+template <class T> const char* type_name() {
+  static_assert(is_choice<T>::value, "a configuration type without a name");
+  return "string";
+}
 template <> const char* type_name<std::string>() { return "string"; }
 template <> const char* type_name<int64_t>() { return "integer"; }
 template <> const char* type_name<double>() { return "float"; }
@@ -27,10 +31,6 @@ template <> const char* type_name<bool>() { return "bool"; }
 template <> const char* type_name<std::vector<double>>() { return "array of floats"; }
 template <> const char* type_name<PathList>() { return "string or array of strings"; }
 template <> const char* type_name<ResumeFrom>() { return "string"; }
-#define VITKD_CHOICE_TYPE_NAME(E) \
-  template <> const char* type_name<E>() { return "string"; }
-VITKD_CHOICE_TYPES(VITKD_CHOICE_TYPE_NAME)
-#undef VITKD_CHOICE_TYPE_NAME
 
 // A TOML basic string with escapes. (toml++ 3.3 prints a string holding a
 // newline as a multi-line literal string, and TOML drops a newline right

@@ -114,9 +114,7 @@ namespace {
 void put_attr(hid_t f, const std::string& n, int64_t v) { h5_attr_write(f, n, v); }
 void put_attr(hid_t f, const std::string& n, double v) { h5_attr_write(f, n, v); }
 void put_attr(hid_t f, const std::string& n, bool v) { h5_attr_write(f, n, int64_t(v)); }
-void put_attr(hid_t f, const std::string& n, const std::string& v) { h5_attr_write(f, n, v); }
 void get_attr(hid_t f, const std::string& n, int64_t& v) { v = h5_attr_int(f, n); }
-void get_attr(hid_t f, const std::string& n, std::string& v) { v = h5_attr_string(f, n); }
 void get_attr(hid_t f, const std::string& n, double& v) { v = h5_attr_double(f, n); }
 void get_attr(hid_t f, const std::string& n, bool& v) { v = h5_attr_int(f, n) != 0; }
 // A configuration choice (model.init, model.decay), as its word.
