@@ -17,7 +17,6 @@
 #include "data/validation.hpp"
 #include "io/h5.hpp"
 #include "util/error.hpp"
-#include "util/strings.hpp"
 #include "util/fs.hpp"
 
 namespace vitkd {
@@ -41,9 +40,10 @@ void check_split(hid_t f, const std::string& file, const std::string& split, Dat
                       ", expected uint8 [N,H,W,C]; re-create it with `vitkd prepare`");
     dims = ii.dims;
   }
-  // (fmt, not a chain of string +: GCC 12 reports a false -Wrestrict for that chain here.)
-  const std::string shape = fmt("[%lld,%lld,%lld,%lld]", (long long)dims[0], (long long)dims[1],
-                                (long long)dims[2], (long long)dims[3]);
+  // (appended, not a chain of string +: GCC 12 reports a false -Wrestrict for that chain here.)
+  std::string shape = "[";
+  for (size_t k = 0; k < 4; ++k) shape.append(k ? "," : "").append(std::to_string(dims[k]));
+  shape += "]";
   auto li = h5_dataset_info(f, lab);
   if (li.type_class != H5T_INTEGER || li.type_size != 4 || !li.is_signed || li.dims.size() != 1)
     throw UserError(file + ": dataset '" + lab + "' is " + li.describe() +
