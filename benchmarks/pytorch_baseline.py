@@ -139,9 +139,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "analysis"))
 import vitkd_model  # noqa: E402
-from baseline_parts import (  # noqa: E402Heads, TimmHeads, decays, evaluate, free_port, init_distributed,
-                            init_like_torch, init_like_vitkd, load_split, parse_args,
-                            per_sample_loss, rank_share, schedule_lr, time_to_accuracy, timm_model)
+from baseline_parts import (  # noqa: E402
+    Heads, TimmHeads, decays, evaluate, free_port, init_distributed, init_like_torch, init_like_vitkd, load_split,
+    parse_args, per_sample_loss, rank_share, schedule_lr, time_to_accuracy, timm_model)
 
 
 def spawned_rank(rank, args, port):
