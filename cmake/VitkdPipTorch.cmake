@@ -16,7 +16,7 @@
 #    at the link (ncclCommResume, ncclCommGrow, ... undefined).
 # Each is left alone where the user set it. Sets VITKD_PIP_TORCH (the torch
 # folder, or empty) and VITKD_PIP_TORCH_NCCL (the wheel's NCCL folder, or
-# empty: cmake/VitkdNccl.cmake stops a build that would link another NCCL).
+# empty: cmake/backends/nccl.cmake stops a build that would link another NCCL).
 set(VITKD_PIP_TORCH "")
 set(VITKD_PIP_TORCH_NCCL "")
 foreach(_entry IN LISTS CMAKE_PREFIX_PATH)

@@ -93,17 +93,13 @@ void allreduce_sum_inplace(const torch::Tensor& t);
 /// Collective, blocking.
 void broadcast_tensor(const torch::Tensor& t, int root);
 
-/// backend: Mpi, Nccl or Local (one rank: no communication at all), as
-/// resolved by select_device (comm/device.hpp); Auto is taken as Mpi for
-/// callers without a device choice (benchmarks, tests). Throws UserError when
-/// the request cannot be met (e.g. Nccl in a build without NCCL).
+/// The communicator of a built backend (comm/backend.hpp), as resolved by
+/// select_device (comm/device.hpp); Auto is taken as Mpi for callers without
+/// a device choice (benchmarks, tests). Throws UserError when the request
+/// cannot be met (a backend this vitkd was built without, a CUDA-only
+/// backend on CPU buffers).
 std::unique_ptr<Communicator> make_communicator(Backend backend,
                                                 const CommPlacement& where = CommPlacement());
 
-#ifdef VITKD_HAVE_NCCL
-/// The NCCL backend (comm/nccl_backend.cpp) on CUDA device `device`, which
-/// must be current; buffers are device pointers.
-std::unique_ptr<Communicator> make_nccl_communicator(int device);
-#endif
 
 }  // namespace vitkd

@@ -12,6 +12,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "comm/backend.hpp"
 #include "comm/cuda_runtime.hpp"
 #include "comm/world.hpp"
 #include "util/error.hpp"
@@ -25,12 +26,6 @@ namespace {
 constexpr bool kTorchCuda = true;
 #else
 constexpr bool kTorchCuda = false;
-#endif
-
-#ifdef VITKD_HAVE_NCCL
-constexpr bool kNccl = true;
-#else
-constexpr bool kNccl = false;
 #endif
 
 // GPUs this rank can compute on: 0 unless LibTorch and the runtime both see them.
@@ -66,31 +61,6 @@ int64_t ranks_sharing(const std::vector<double>& keys, double mine) {
   return std::count(keys.begin(), keys.end(), mine);
 }
 
-std::string without_nccl_message() {
-  return setting_text("dist.backend", Backend::Nccl) + ", but this vitkd was built without NCCL (configure with "
-         "-DVITKD_WITH_NCCL=ON and CUDA + NCCL installed); use \"" + choice_name(Backend::Mpi) + "\"";
-}
-
-Backend resolve_backend(Backend backend, bool cuda, bool nccl_built, int64_t most_sharing, int64_t world_size,
-                        std::string* note) {
-  if (note) note->clear();
-  if (world_size == 1 && backend != Backend::Nccl) return Backend::Local;
-  if (backend == Backend::Mpi || backend == Backend::Local || !cuda) return Backend::Mpi;
-  if (backend == Backend::Nccl) {
-    if (!nccl_built) throw UserError(without_nccl_message());
-    return Backend::Nccl;  // ranks sharing a GPU are refused by the caller, on the rank that shares
-  }
-  if (!nccl_built) return Backend::Mpi;
-  if (most_sharing > 1) {
-    if (note)
-      *note = setting_text("dist.backend", Backend::Auto) + ": " + std::to_string(most_sharing) +
-              " ranks share one GPU and NCCL needs one GPU per rank, so gradients go through MPI "
-              "(pinned host buffers); start one rank per GPU for NCCL";
-    return Backend::Mpi;
-  }
-  return Backend::Nccl;
-}
-
 std::string RunDevice::name() const {
   return cuda() ? std::string(choice_name(DeviceKind::Cuda)) + ":" + std::to_string(index) : choice_name(DeviceKind::Cpu);
 }
@@ -117,8 +87,9 @@ RunDevice select_device(DeviceKind device, Backend backend) {
     // CUDA only when every rank has a GPU: one device type for the whole job.
     d.kind = allreduce_min(static_cast<int64_t>(d.visible_gpus)) > 0 ? DeviceKind::Cuda : DeviceKind::Cpu;
   }
-  if (backend == Backend::Nccl && !d.cuda())
-    throw UserError(setting_text("dist.backend", Backend::Nccl) +
+  const BackendTraits* named = built_backend(backend);
+  if (named && named->needs_cuda && !d.cuda())
+    throw UserError(setting_text("dist.backend", backend) +
                     " reduces device memory, but this run computes on the CPU (" + setting_text("run.device", device) +
                     "); use " + setting_text("dist.backend", Backend::Mpi) + " (or \"" + choice_name(Backend::Auto) +
                     "\") on CPUs");
@@ -143,12 +114,12 @@ RunDevice select_device(DeviceKind device, Backend backend) {
   // The most ranks on one GPU anywhere: every rank takes the same backend.
   const int64_t most = static_cast<int64_t>(allreduce_max(static_cast<double>(sharing)));
   std::string msg;
-  d.backend = resolve_backend(backend, d.cuda(), kNccl, most, w.size, &msg);
+  d.backend = resolve_backend(backend, d.cuda(), most, w.size, &msg);
   if (!msg.empty()) log0("%s\n", msg.c_str());
-  fail_on_first_rank(d.backend == Backend::Nccl && sharing > 1,
+  fail_on_first_rank(built_backend(d.backend)->one_gpu_per_rank && sharing > 1,
                      std::to_string(sharing) + " ranks would share GPU " + gpu + " (" +
                          std::to_string(w.local_size) + " ranks on the node, " + std::to_string(d.visible_gpus) +
-                         " GPU(s) visible to this one); NCCL needs one GPU per rank: start at most one rank per "
+                         " GPU(s) visible to this one); " + backend_label(d.backend) + " needs one GPU per rank: start at most one rank per "
                          "GPU (srun --gpus-per-task=1), or share GPUs with " + setting_text("dist.backend", Backend::Mpi) +
                          " (or \"" + choice_name(Backend::Auto) + "\")");
   return d;

@@ -24,7 +24,7 @@ struct RunDevice {
   DeviceKind kind = DeviceKind::Cpu;
   int index = 0;              ///< CUDA device ordinal (0 on the CPU)
   int visible_gpus = 0;       ///< CUDA devices this rank sees (0 without CUDA LibTorch)
-  Backend backend = Backend::Mpi;  ///< resolved dist.backend: Mpi, Nccl or Local (one rank)
+  Backend backend = Backend::Mpi;  ///< resolved dist.backend: a built backend (comm/backend.hpp), Local at one rank
 
   bool cuda() const { return kind == DeviceKind::Cuda; }
   torch::Device torch_device() const {
@@ -38,26 +38,15 @@ struct RunDevice {
 };
 
 /// Resolves run.device and dist.backend on every rank and makes the chosen GPU current. "auto"
-/// device: CUDA when LibTorch has CUDA and every rank sees a GPU; "auto"
-/// backend: NCCL on CUDA (when built with NCCL), MPI otherwise. Collective.
+/// device: CUDA when LibTorch has CUDA and every rank sees a GPU; the
+/// backend by resolve_backend (comm/backend.hpp): on CUDA the preferred
+/// built GPU backend (NCCL) with one rank per GPU, MPI otherwise. Collective.
 /// Throws UserError (one line, exit 2) for: "cuda" without CUDA LibTorch or
-/// without a visible GPU, "nccl" on the CPU or in a build without NCCL, and
-/// two ranks on one GPU (same host and PCI bus id) with NCCL.
+/// without a visible GPU, a GPU-only backend on the CPU, a backend this
+/// vitkd was built without, and two ranks on one GPU (same host and PCI bus
+/// id) with a backend that needs one GPU per rank.
 RunDevice select_device(DeviceKind device, Backend backend);
 
-/// The resolved dist.backend for `backend` (Auto, Mpi or Nccl) on a CUDA
-/// (`cuda`) or CPU run of `world_size` ranks, in a build with or without
-/// NCCL, where `most_sharing` is the most ranks that share one GPU anywhere in
-/// the job. One rank: Local (nothing to reduce: no MPI collective, no NCCL
-/// communicator), unless Nccl is asked for by name, which keeps NCCL (its own
-/// check at one rank). Auto: NCCL on CUDA with NCCL built and one rank per
-/// GPU, MPI otherwise; when it falls back to MPI because ranks share a GPU,
-/// `note` gets the one line that says so. Nccl without NCCL built: UserError.
-/// (select_device refuses Nccl with shared GPUs on the rank that shares.)
-Backend resolve_backend(Backend backend, bool cuda, bool nccl_built, int64_t most_sharing, int64_t world_size,
-                        std::string* note = nullptr);
-/// The one line for dist.backend = "nccl" in a build without NCCL.
-std::string without_nccl_message();
 /// How many of the ranks' GPU keys (host + PCI bus id, one per rank) equal `mine`.
 int64_t ranks_sharing(const std::vector<double>& keys, double mine);
 

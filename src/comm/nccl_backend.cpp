@@ -1,5 +1,5 @@
 // The NCCL communication backend (built only when CUDA and NCCL are found,
-// see cmake/VitkdNccl.cmake). All buffers handed to it are device memory of
+// see cmake/backends/nccl.cmake). All buffers handed to it are device memory of
 // the GPU that select_device() (comm/device.hpp) made current.
 //
 // Rendezvous goes through MPI: rank 0 creates the NCCL unique id, MPI_Bcast
@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm.hpp"
+#include "comm/backend.hpp"
 #include "comm/cuda_runtime.hpp"
 #include "comm/nccl_check.hpp"
 #include "comm/world.hpp"
@@ -254,8 +254,16 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(int device) {
-  return std::make_unique<NcclCommunicator>(device);
+void register_nccl_backend() {
+  BackendTraits t;
+  t.id = Backend::Nccl;
+  t.needs_cuda = true;
+  t.one_gpu_per_rank = true;
+  t.auto_preference = 10;  // on GPUs, one rank per GPU: NCCL before MPI
+  t.make = [](const CommPlacement& where) -> std::unique_ptr<Communicator> {
+    return std::make_unique<NcclCommunicator>(where.device.index());
+  };
+  register_backend(t);
 }
 
 }  // namespace vitkd

@@ -228,7 +228,7 @@ else
 fi
 
 # NCCL of the nvidia-nccl wheel: headers in nvidia/nccl/include, the library
-# as libnccl.so.2 only; VitkdNccl.cmake looks for NCCL_ROOT/{include,lib}/
+# as libnccl.so.2 only; cmake/backends/nccl.cmake looks for NCCL_ROOT/{include,lib}/
 # nccl.h and libnccl.so, so NCCL_ROOT is a scratch folder of links.
 NCCL_ROOT=""
 if [ -n "$NCCL_WHEEL" ] && [ -f "$NCCL_WHEEL/include/nccl.h" ]; then

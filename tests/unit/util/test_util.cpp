@@ -183,67 +183,6 @@ TEST(LaggedReadback, OnAGpuEachStepIsReadOneStepLateInOrder) {
   EXPECT_EQ(after, (std::vector<size_t>{0, 1, 1}));
 }
 
-// ---- dist.backend for ranks that share a GPU (comm/device.hpp) -------------
-// The decision select_device takes from the ranks' GPU keys (host + PCI bus
-// id), with stubbed keys and device kinds: no GPU is needed.
-#include "util/error.hpp"
-
-TEST(DeviceChoice, RanksSharingCountsEqualGpuKeys) {
-  // Four ranks: 0 and 2 on GPU "a", 1 on "b", 3 on "c".
-  const std::vector<double> keys = {11.0, 22.0, 11.0, 33.0};
-  EXPECT_EQ(vitkd::ranks_sharing(keys, 11.0), 2);
-  EXPECT_EQ(vitkd::ranks_sharing(keys, 22.0), 1);
-  EXPECT_EQ(vitkd::ranks_sharing(keys, 33.0), 1);
-}
-
-TEST(DeviceChoice, AutoFallsBackToMpiInOneLineWhenRanksShareAGpu) {
-  std::string note;
-  // One rank per GPU, NCCL built: NCCL, silently.
-  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, /*cuda=*/true, /*nccl_built=*/true, 1, /*world_size=*/4, &note), vitkd::Backend::Nccl);
-  EXPECT_TRUE(note.empty());
-  // Two ranks on one GPU: MPI, and one line that says why.
-  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, true, true, 2, 4, &note), vitkd::Backend::Mpi);
-  EXPECT_NE(note.find("dist.backend = \"auto\""), std::string::npos) << note;
-  EXPECT_NE(note.find("2 ranks share one GPU"), std::string::npos) << note;
-  EXPECT_NE(note.find("MPI"), std::string::npos) << note;
-  EXPECT_EQ(note.find('\n'), std::string::npos) << note;
-  // The CPU, or a build without NCCL: MPI without a note.
-  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, false, true, 1, 4, &note), vitkd::Backend::Mpi);
-  EXPECT_TRUE(note.empty());
-  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, true, false, 2, 4, &note), vitkd::Backend::Mpi);
-  EXPECT_TRUE(note.empty());
-  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Mpi, true, true, 2, 4, &note), vitkd::Backend::Mpi);
-  EXPECT_TRUE(note.empty());
-}
-
-TEST(DeviceChoice, OneRankTalksToNobodyUnlessNcclIsAskedForByName) {
-  std::string note;
-  for (bool cuda : {false, true})
-    for (bool nccl_built : {false, true}) {
-      EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, cuda, nccl_built, 1, /*world_size=*/1, &note), vitkd::Backend::Local);
-      EXPECT_TRUE(note.empty()) << note;
-      EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Mpi, cuda, nccl_built, 1, 1, &note), vitkd::Backend::Local);
-    }
-  // The one NCCL check at one rank: asked for by name, NCCL it is.
-  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Nccl, true, true, 1, 1), vitkd::Backend::Nccl);
-  // Two ranks are never "local".
-  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, false, true, 1, 2), vitkd::Backend::Mpi);
-  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Auto, true, true, 1, 2), vitkd::Backend::Nccl);
-}
-
-TEST(DeviceChoice, NcclIsKeptWhereAskedAndRefusedInOneLineWithoutNccl) {
-  // "nccl" stays "nccl" (select_device refuses it on a rank that shares its GPU).
-  EXPECT_EQ(vitkd::resolve_backend(vitkd::Backend::Nccl, true, true, 2, 4), vitkd::Backend::Nccl);
-  try {
-    vitkd::resolve_backend(vitkd::Backend::Nccl, true, /*nccl_built=*/false, 1, 4);
-    FAIL() << "no UserError";
-  } catch (const vitkd::UserError& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find("built without NCCL"), std::string::npos) << m;
-    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-  }
-}
-
 // The MFU ceilings kept per machine: one line per key, a key written again
 // replaces its value and keeps the others; a missing file or key reads 0.
 TEST(GemmCeiling, KeptPerKeyAndReplaced) {

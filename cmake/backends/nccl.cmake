@@ -1,33 +1,16 @@
-# Decides what vitkd builds for GPUs:
-#  * VITKD_HAVE_CUDART: the CUDA runtime calls of src/comm/cuda_runtime.cpp
-#    (device count, device choice), when the CUDA toolkit is found
-#    (VITKD_WITH_CUDA = AUTO | ON | OFF);
-#  * VITKD_HAVE_NCCL: the NCCL backend, target vitkd::nccl (NCCL + CUDA
-#    runtime) (VITKD_WITH_NCCL = AUTO | ON | OFF);
-#  * VITKD_TORCH_CUDA: whether the LibTorch found has CUDA (decided in the
-#    top-level CMakeLists.txt from the Torch package).
+# The NCCL backend (src/comm/nccl_backend.cpp), VITKD_WITH_NCCL = AUTO | ON |
+# OFF. A backend module (read by the top-level CMakeLists.txt for the file
+# src/comm/<word>_backend.cpp) sets VITKD_BACKEND_ENABLED and, when enabled,
+# VITKD_BACKEND_LIBS (what the backend's file links). This one also sets
+# VITKD_HAVE_NCCL (read by tests/gpu).
 set(VITKD_HAVE_NCCL FALSE)
-set(VITKD_HAVE_CUDART FALSE)
-string(TOUPPER "${VITKD_WITH_CUDA}" _cuda_mode)
-if(NOT _cuda_mode MATCHES "^(AUTO|ON|OFF)$")
-  message(FATAL_ERROR "VITKD_WITH_CUDA must be AUTO, ON or OFF, not '${VITKD_WITH_CUDA}'")
-endif()
-if(NOT _cuda_mode STREQUAL "OFF")
-  find_package(CUDAToolkit QUIET)
-  if(CUDAToolkit_FOUND)
-    set(VITKD_HAVE_CUDART TRUE)
-    message(STATUS "CUDA runtime: ${CUDAToolkit_VERSION} (${CUDAToolkit_LIBRARY_DIR})")
-  elseif(_cuda_mode STREQUAL "ON")
-    message(FATAL_ERROR "VITKD_WITH_CUDA=ON but the CUDA toolkit was not found; set CUDAToolkit_ROOT")
-  else()
-    message(STATUS "CUDA runtime: not found (run.device = \"cuda\" will be refused)")
-  endif()
-endif()
+set(VITKD_BACKEND_ENABLED FALSE)
 string(TOUPPER "${VITKD_WITH_NCCL}" _nccl_mode)
 if(NOT _nccl_mode MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "VITKD_WITH_NCCL must be AUTO, ON or OFF, not '${VITKD_WITH_NCCL}'")
 endif()
 if(_nccl_mode STREQUAL "OFF")
+  message(STATUS "NCCL backend: disabled (VITKD_WITH_NCCL=OFF)")
   return()
 endif()
 find_path(VITKD_NCCL_INCLUDE_DIR nccl.h
@@ -52,6 +35,8 @@ if(VITKD_PIP_TORCH_NCCL AND VITKD_NCCL_LIBRARY)
 endif()
 if(VITKD_HAVE_CUDART AND VITKD_NCCL_INCLUDE_DIR AND VITKD_NCCL_LIBRARY)
   set(VITKD_HAVE_NCCL TRUE)
+  set(VITKD_BACKEND_ENABLED TRUE)
+  set(VITKD_BACKEND_LIBS vitkd::nccl)
   add_library(vitkd::nccl INTERFACE IMPORTED)
   set_target_properties(vitkd::nccl PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${VITKD_NCCL_INCLUDE_DIR}"
