@@ -5,6 +5,7 @@
 
 #include "comm/world.hpp"
 #include "data/tensors.hpp"
+#include "train/inputs.hpp"
 #include "util/error.hpp"
 
 namespace vitkd {

@@ -106,15 +106,6 @@ TeacherSpec teacher_spec(const Config& cfg, bool bf16);
 /// Validates the configuration against the data and the world, creates
 /// run.out_dir (checking every rank can write there), builds every component
 /// and echoes the run on rank 0. Collective. `origin` names the config file.
-/// The training inputs of loader batch `b`: the run's transform, with the
-/// teacher-view cache's views (the sample's and its partner's) when the run
-/// replays one. `pinned` as for batch_input.
-TrainInputs training_inputs(TrainSetup& s, const Batch& b, bool pinned = false);
-/// training_inputs() on the run's device, normalized there when they crossed
-/// as grey levels (plan.transfer). `host_bytes`: the bytes of the host-side
-/// tensors (input and targets) that crossed.
-TrainInputs device_inputs(TrainSetup& s, const Batch& b, int64_t* host_bytes = nullptr);
-
 std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string& origin);
 
 }  // namespace vitkd

@@ -11,6 +11,7 @@
 #include "data/tensors.hpp"
 #include "distill/loss.hpp"
 #include "optim/adamw.hpp"
+#include "train/inputs.hpp"
 #include "util/torch_compat.hpp"
 
 namespace vitkd {
