@@ -1,10 +1,12 @@
 // `vitkd train` and `vitkd keys`: the configuration's command-line face.
 #include <cstdio>
+#include <memory>
 
 #include "cmd/args.hpp"
 #include "cmd/commands.hpp"
 #include "comm/world.hpp"
 #include "config/config.hpp"
+#include "train/setup.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
 #include "util/test_faults.hpp"
@@ -22,7 +24,9 @@ int train_command(const std::vector<std::string>& args) {
   if (TestFaults::get().user_error_rank == world().rank)
     throw UserError("VITKD_TEST_USER_ERROR_RANK: rank " + std::to_string(world().rank) +
                     " alone found this user error");
-  return train_main(cfg, path);
+  // Everything checked and built, the narrow specs included; the loop sees no Config.
+  const std::unique_ptr<TrainSetup> setup = setup_training(cfg, path);
+  return train_main(*setup);
 }
 
 int keys_main(const std::vector<std::string>& args) {

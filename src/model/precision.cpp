@@ -101,6 +101,7 @@ PrecisionChoice decide_precision(Precision compute, Precision reduce, bool gpu, 
                                  double bf16_over_fp32, double probe_seconds, const std::string& cpu_why) {
   PrecisionChoice p;
   p.requested = compute;
+  p.reduce_requested = reduce;
   p.native_bf16 = gpu || native;
   if (compute == Precision::Fp32) {
     p.compute = Precision::Fp32;

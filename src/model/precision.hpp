@@ -45,6 +45,7 @@ struct PrecisionChoice {
   Precision requested = Precision::Auto;  ///< precision.compute as configured
   Precision compute = Precision::Fp32;    ///< what runs: Bf16 | Fp32
   Precision reduce = Precision::Fp32;     ///< gradient reduce-scatter type: Bf16 | Fp32
+  Precision reduce_requested = Precision::Fp32;  ///< precision.reduce as configured (Auto: follows compute)
   bool native_bf16 = false;    ///< the rule: this CPU (every rank's) has native bf16 products; true on a GPU
   double bf16_over_fp32 = 0;   ///< probe's bf16/fp32 matrix-product rate ratio (0 = not probed)
   double probe_seconds = 0;    ///< wall time of the probe on this rank (0 = not probed)

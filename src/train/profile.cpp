@@ -9,9 +9,8 @@
 
 namespace vitkd {
 
-StepProfiler::StepProfiler(const Config& cfg, int rank)
-    : steps_(cfg.train_profile_steps), from_(cfg.train_profile_from_step),
-      path_(cfg.run_out_dir + "/profile-rank" + std::to_string(rank) + ".json") {}
+StepProfiler::StepProfiler(const ProfileSpec& spec, const std::string& out_dir, int rank)
+    : steps_(spec.steps), from_(spec.from_step), path_(out_dir + "/profile-rank" + std::to_string(rank) + ".json") {}
 
 StepProfiler::~StepProfiler() {
   try {

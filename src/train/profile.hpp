@@ -15,14 +15,19 @@
 
 #include <torch/csrc/autograd/profiler_legacy.h>
 
-#include "config/config.hpp"
-
 namespace vitkd {
+
+/// Which steps the profile records. Built by profile_spec() in train/setup.cpp.
+struct ProfileSpec {
+  int64_t steps = 0;      ///< optimizer steps profiled, at most (0 = off; train.profile_steps)
+  int64_t from_step = 0;  ///< the first step profiled, 1-based, at the earliest (train.profile_from_step)
+};
 
 class StepProfiler {
  public:
-  /// Off when cfg.train_profile_steps is 0.
-  StepProfiler(const Config& cfg, int rank);
+  /// Off when spec.steps is 0. The trace of rank `rank` goes to
+  /// `out_dir`/profile-rank<rank>.json.
+  StepProfiler(const ProfileSpec& spec, const std::string& out_dir, int rank);
   /// Finishes a profile still open (e.g. when an error ends the run).
   ~StepProfiler();
   StepProfiler(const StepProfiler&) = delete;

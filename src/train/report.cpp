@@ -8,6 +8,7 @@
 #include "comm/world.hpp"
 #include "io/json.hpp"
 #include "model/gemm_rate.hpp"
+#include "train/setup.hpp"
 #include "util/torch_compat.hpp"
 
 namespace vitkd {
@@ -120,7 +121,7 @@ static std::string utc_minute_now() {
   return text;
 }
 
-void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunTiming& t,
+void report_run(TrainSetup& s, const RunState& st, const RunTiming& t,
                 TeacherTargets* targets, const std::string& resumed_from, int64_t extended_from) {
   const World& w = world();
   TeacherCache* cache = targets ? targets->cache() : nullptr;
@@ -138,7 +139,7 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
   const std::string data_io = mpio_ranks == w.size ? choice_name(SampleIo::Mpio)
                               : mpio_ranks == 0    ? choice_name(SampleIo::Serial)
                                                    : "mixed";
-  const bool val = cfg.data_eval_split == EvalSplit::Val;  // the evaluations read /val; test once at the end
+  const bool val = s.plan.eval_split == EvalSplit::Val;  // the evaluations read /val; test once at the end
   // MFU: the model's matrix-product FLOP/s per core over the ceiling. Above 1
   // the ceiling is wrong (measured under load, or given too low): no MFU is
   // written then, only the two figures, with one warning.
@@ -152,12 +153,12 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
   if (w.root()) {
     const bool distill = s.plan.distilling();
     JsonObject r;
-    r.set("mode", cfg.run_mode)
+    r.set("mode", s.plan.mode)
         .set("world_size", w.size)
         .set("steps", st.step)
         .set("epochs", st.epochs_done)
         .set("test_top1", val ? (t.test_predictions ? t.test_predictions->top1() : -1.0) : st.test_top1)
-        .set("eval_split", cfg.data_eval_split)
+        .set("eval_split", s.plan.eval_split)
         .set("train_seconds", train_seconds)
         .set("samples_seen", st.samples_seen)
         .set("samples_trained", st.samples_trained)
@@ -168,7 +169,7 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("gemm_bf16_flops_per_core", s.gemm_ceiling)
         .set("samples_kept", st.samples_kept)
         .set("kept_fraction", st.samples_seen ? double(st.samples_kept) / st.samples_seen : 0.0)
-        .set("sift_scope", cfg.sift_enabled ? std::string(choice_name(cfg.sift_scope)) : std::string("off"))
+        .set("sift_scope", s.plan.sift ? std::string(choice_name(*s.plan.sift)) : std::string("off"))
         .set("teacher_forwards", teacher_forwards)
         .set("teacher_parameters", distill ? s.teacher->parameters() : int64_t(0))
         .set("optimizer_bytes_per_rank", mem.optimizer)
@@ -207,7 +208,7 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
         .set("data_io", data_io)
         .set("data_io_mpio_ranks", mpio_ranks);
     r.set("phase_seconds_rank0", t.phase_seconds);
-    r.set("seed", cfg.run_seed).set("config", s.config_text);  // the recipe, for analysis/lift.py's checks
+    r.set("seed", s.run.seed).set("config", s.config_text);  // the recipe, for analysis/lift.py's checks
     if (t.agreement)
       r.set("teacher_agreement", t.agreement->agreement)
           .set("teacher_kl", t.agreement->kl)
@@ -215,19 +216,19 @@ void report_run(const Config& cfg, TrainSetup& s, const RunState& st, const RunT
           .set("teacher_test_top1", t.agreement->teacher_top1);
     if (val) r.set("val_top1", st.test_top1);
     if (t.test_predictions)
-      write_predictions_json(cfg.run_out_dir + "/test_predictions.json", "test", cfg.data_path, *t.test_predictions);
-    r.set("evaluations", evaluations_json(st.evaluations, cfg.data_eval_split))
-        .set("time_to_accuracy", time_to_accuracy_json(st.evaluations, cfg.train_accuracy_thresholds));
-    r.write(cfg.run_out_dir + "/result.json");
+      write_predictions_json(s.run.out_dir + "/test_predictions.json", "test", s.meta.path, *t.test_predictions);
+    r.set("evaluations", evaluations_json(st.evaluations, s.plan.eval_split))
+        .set("time_to_accuracy", time_to_accuracy_json(st.evaluations, s.report.accuracy_thresholds));
+    r.write(s.run.out_dir + "/result.json");
   }
   if (val)
     log0("done: %lld steps, %lld epochs, val top-1 %.4f, test top-1 %.4f, %.0f img/s, %.1f s -> %s/result.json\n",
          (long long)st.step, (long long)st.epochs_done, st.test_top1,
-         t.test_predictions ? t.test_predictions->top1() : -1.0, ips, train_seconds, cfg.run_out_dir.c_str());
+         t.test_predictions ? t.test_predictions->top1() : -1.0, ips, train_seconds, s.run.out_dir.c_str());
   else
     log0("done: %lld steps, %lld epochs, test top-1 %.4f, %.0f img/s, %.1f s -> %s/result.json\n",
          (long long)st.step, (long long)st.epochs_done, st.test_top1, ips, train_seconds,
-         cfg.run_out_dir.c_str());
+         s.run.out_dir.c_str());
 }
 
 }  // namespace vitkd

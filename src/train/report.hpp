@@ -6,15 +6,26 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
+#include "config/choices.hpp"
 #include "distill/targets.hpp"
 #include "io/json.hpp"
 #include "train/evaluate.hpp"
 #include "train/run_state.hpp"
-#include "train/setup.hpp"
 #include "util/timing.hpp"
 
 namespace vitkd {
+
+struct TrainPlan;
+struct TrainSetup;
+
+/// What the report reads beyond the run's state and components (the mode,
+/// the split and sifting are the plan's, the directory and seed RunSpec's).
+/// Built by report_spec() in train/setup.cpp.
+struct ReportSpec {
+  /// Test top-1 levels, each in (0, 1], whose first crossing result.json's
+  /// time_to_accuracy reports (train.accuracy_thresholds).
+  std::vector<double> accuracy_thresholds;
+};
 
 /// "1h02m" or "3m05s".
 std::string fmt_duration(double seconds);
@@ -65,9 +76,10 @@ std::vector<JsonObject> time_to_accuracy_json(const std::vector<EvalRecord>& eva
                                               const std::vector<double>& thresholds);
 
 /// Collective: sums the per-rank counters; rank 0 writes out_dir/result.json
-/// and prints the closing line. `targets` is null in teacher mode.
+/// (setup.run.out_dir; time_to_accuracy at setup.report's thresholds) and
+/// prints the closing line. `targets` is null in teacher mode.
 /// `extended_from`: the step a finished run was extended from, or -1.
-void report_run(const Config& cfg, TrainSetup& setup, const RunState& state, const RunTiming& timing,
+void report_run(TrainSetup& setup, const RunState& state, const RunTiming& timing,
                 TeacherTargets* targets, const std::string& resumed_from, int64_t extended_from);
 
 }  // namespace vitkd

@@ -5,6 +5,8 @@
 
 #include "comm/world.hpp"
 #include "data/tensors.hpp"
+#include "train/inputs.hpp"
+#include "train/setup.hpp"
 #include "util/error.hpp"
 
 namespace vitkd {
@@ -27,12 +29,12 @@ struct HostMoments {
 
 }  // namespace
 
-std::string choose_resume(const Config& cfg, ViT& model, int64_t numel) {
+std::string choose_resume(const CheckpointSpec& spec, const std::string& out_dir, ViT& model, int64_t numel) {
   std::string chosen, error;
-  const ResumeKind kind = cfg.checkpoint_resume.kind;
+  const ResumeKind kind = spec.resume.kind;
   if (world().root() && kind != ResumeKind::Never) {
     if (kind == ResumeKind::Auto) {
-      const auto cands = checkpoint_candidates(cfg.run_out_dir);
+      const auto cands = checkpoint_candidates(out_dir);
       std::string first_problem;
       for (size_t i = 0; i < cands.size() && chosen.empty(); ++i) {
         try {
@@ -46,14 +48,14 @@ std::string choose_resume(const Config& cfg, ViT& model, int64_t numel) {
       if (!chosen.empty() && chosen != cands.front())
         log0("resume: falling back to the previous good checkpoint %s\n", chosen.c_str());
       if (chosen.empty() && !cands.empty())
-        error = setting_text("checkpoint.resume", ResumeKind::Auto) + ": " + cfg.run_out_dir +
+        error = setting_text("checkpoint.resume", ResumeKind::Auto) + ": " + out_dir +
                 " holds checkpoints but none can be resumed (newest: " + first_problem +
                 "); choose another run.out_dir, or set " + setting_text("checkpoint.resume", ResumeKind::Never) +
                 " to start over";
     } else {
       try {
-        validate_training_checkpoint(cfg.checkpoint_resume.path, model, numel);
-        chosen = cfg.checkpoint_resume.path;
+        validate_training_checkpoint(spec.resume.path, model, numel);
+        chosen = spec.resume.path;
       } catch (const UserError& e) {
         error = std::string("checkpoint.resume: ") + e.what();
       }
@@ -64,15 +66,15 @@ std::string choose_resume(const Config& cfg, ViT& model, int64_t numel) {
   return broadcast_string(chosen);
 }
 
-void keep_resumed_precision(const Config& cfg, PrecisionChoice& p) {
+void keep_resumed_precision(const CheckpointSpec& spec, const std::string& out_dir, PrecisionChoice& p) {
   std::string path, recorded;
-  const ResumeKind kind = cfg.checkpoint_resume.kind;
+  const ResumeKind kind = spec.resume.kind;
   if (world().root() && kind != ResumeKind::Never) {
     if (kind == ResumeKind::Auto) {
-      const auto cands = checkpoint_candidates(cfg.run_out_dir);
+      const auto cands = checkpoint_candidates(out_dir);
       if (!cands.empty()) path = cands.front();
     } else {
-      path = cfg.checkpoint_resume.path;
+      path = spec.resume.path;
     }
     try {
       if (!path.empty()) recorded = read_checkpoint_info(path).compute;
@@ -93,13 +95,13 @@ void keep_resumed_precision(const Config& cfg, PrecisionChoice& p) {
   if (*was == Precision::Bf16 && bf16_fails) return;  // the start-up line says why fp32
   p.why = "auto: kept from " + path + ", which was computed in " + recorded + " (here auto alone would choose " +
           choice_name(p.compute) + "; set precision.compute to change it); " + p.why.substr(p.why.find(':') + 2);
-  const bool reduce_follows = p.reduce == p.compute && cfg.precision_reduce == Precision::Auto;
+  const bool reduce_follows = p.reduce == p.compute && p.reduce_requested == Precision::Auto;
   p.compute = *was;
   if (reduce_follows) p.reduce = *was;
 }
 
-CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSetup& s,
-                            RunState& st, GlobalSelector& selector, SamplePool& pool) {
+CheckpointInfo apply_resume(const std::string& path, TrainSetup& s, RunState& st, GlobalSelector& selector,
+                            SamplePool& pool) {
   const World& w = world();
   const TrainPlan& plan = s.plan;
   const CheckpointInfo info = read_checkpoint_info(path);
@@ -113,12 +115,12 @@ CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSet
     const bool fits = st.global_batch % w.size == 0;
     throw UserError(path + " was written with a global batch of " + std::to_string(st.global_batch) +
                     " samples, this run has " + std::to_string(plan.global_batch) + " (data.batch_size " +
-                    std::to_string(cfg.data_batch_size) + " x " + std::to_string(w.size) + " ranks); " +
+                    std::to_string(plan.batch) + " x " + std::to_string(w.size) + " ranks); " +
                     (fits ? "set data.batch_size = " + std::to_string(st.global_batch / w.size)
                           : std::string("use a rank count that divides ") + std::to_string(st.global_batch)) +
                     " to resume, or " + setting_text("checkpoint.resume", ResumeKind::Never) + " to start over");
   }
-  if (st.seed != static_cast<uint64_t>(cfg.run_seed))
+  if (st.seed != static_cast<uint64_t>(s.run.seed))
     throw UserError(path + " was written with run.seed = " + std::to_string(st.seed) +
                     "; resume with the same seed (the data order depends on it), or set " +
                     setting_text("checkpoint.resume", ResumeKind::Never) + " to start over");
@@ -128,7 +130,7 @@ CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSet
       info.config.find("eval_split = \"" + std::string(choice_name(EvalSplit::Val)) + "\"") != std::string::npos
           ? EvalSplit::Val
           : EvalSplit::Test;
-  if (split_before != cfg.data_eval_split)
+  if (split_before != plan.eval_split)
     throw UserError(path + " was written with " + setting_text("data.eval_split", split_before) +
                     "; resume with the same split (the evaluations so far read it), or set " +
                     setting_text("checkpoint.resume", ResumeKind::Never) + " to start over");
@@ -163,19 +165,19 @@ CheckpointInfo apply_resume(const std::string& path, const Config& cfg, TrainSet
   return info;
 }
 
-ResumedSchedule check_resumed_schedule(const std::string& path, const Config& cfg,
+ResumedSchedule check_resumed_schedule(const std::string& path, const std::string& out_dir,
                                        const TrainPlan& plan, RunState& st) {
   if (st.step > plan.total_steps)
     throw UserError(path + " is at step " + std::to_string(st.step) + ", beyond this schedule of " +
                     std::to_string(plan.total_steps) + " steps (train.epochs = " +
-                    std::to_string(cfg.train_epochs) + ", train.max_steps = " +
-                    std::to_string(cfg.train_max_steps) + "); raise train.epochs or train.max_steps "
+                    std::to_string(plan.epochs) + ", train.max_steps = " +
+                    std::to_string(plan.max_steps) + "); raise train.epochs or train.max_steps "
                     "to continue it, or set " + setting_text("checkpoint.resume", ResumeKind::Never) +
                     " to start over");
   if (!st.complete) return ResumedSchedule::Continue;
   if (st.step == plan.total_steps) {
     log0("resume: the run in %s already finished its schedule; nothing to do (raise train.epochs "
-         "or train.max_steps to extend it, or set %s to train again from scratch)\n", cfg.run_out_dir.c_str(),
+         "or train.max_steps to extend it, or set %s to train again from scratch)\n", out_dir.c_str(),
          setting_text("checkpoint.resume", ResumeKind::Never).c_str());
     return ResumedSchedule::Finished;
   }
@@ -186,7 +188,7 @@ ResumedSchedule check_resumed_schedule(const std::string& path, const Config& cf
   return ResumedSchedule::Extended;
 }
 
-std::string write_run_checkpoint(CheckpointKind kind, const Config& cfg, TrainSetup& s,
+std::string write_run_checkpoint(CheckpointKind kind, TrainSetup& s,
                                  const RunState& st, GlobalSelector& selector,
                                  const SamplePool& pool, double run_seconds, PhaseTimes& times) {
   ScopedPhase ph(times, Phase::Checkpoint);
@@ -195,16 +197,16 @@ std::string write_run_checkpoint(CheckpointKind kind, const Config& cfg, TrainSe
   if (kind == CheckpointKind::Diagnostic) {
     char name[64];
     std::snprintf(name, sizeof name, "/diagnostic-step%08lld.h5", (long long)st.step);
-    path = cfg.run_out_dir + name;
+    path = s.run.out_dir + name;
   } else {
-    path = checkpoint_step_path(cfg.run_out_dir, st.step);
+    path = checkpoint_step_path(s.run.out_dir, st.step);
   }
   CheckpointInfo info;
   info.spec = s.spec;
   info.step = st.step;
   info.epoch = st.epochs_done;
   info.world_size = w.size;
-  info.mode = choice_name(cfg.run_mode);
+  info.mode = choice_name(s.plan.mode);
   info.config = s.config_text;
   info.test_top1 = st.test_top1;
   info.compute = choice_name(s.precision.compute);
@@ -235,7 +237,7 @@ std::string write_run_checkpoint(CheckpointKind kind, const Config& cfg, TrainSe
                            OptimizerShard{s.flat->numel, s.flat->padded, s.opt->shard(),
                                           hm.m.data_ptr<float>(), hm.v.data_ptr<float>(), adam.steps()});
   if (kind != CheckpointKind::Diagnostic && w.root())
-    publish_checkpoint(cfg.run_out_dir, path, cfg.checkpoint_keep);
+    publish_checkpoint(s.run.out_dir, path, s.checkpoint.keep);
   barrier();
   return path;
 }

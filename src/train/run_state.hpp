@@ -1,14 +1,24 @@
 #pragma once
 // The one mutable state of a training run. Its TrainState part is what a
 // checkpoint stores (io/checkpoint.hpp): resume fills it, checkpoints are
-// written from it. The rest lives for this process only.
+// written from it. The rest lives for this process only. Beside it RunSpec,
+// what names the run and where it writes, which does not change.
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "io/checkpoint.hpp"
 #include "util/timing.hpp"
 
 namespace vitkd {
+
+/// Where a run writes and the seed that names it (run.out_dir, run.seed):
+/// read by the checkpoints, the report, the profile, the sifting trace and
+/// the loop. Built by run_spec() in train/setup.cpp.
+struct RunSpec {
+  std::string out_dir;  ///< directory of everything the run writes (checkpoints, result.json, logs)
+  int64_t seed = 0;     ///< run.seed: data order, augmentation, initialisation; a checkpoint resumes only with it
+};
 
 /// Samples and losses since the last progress line (train.log_every_steps).
 struct ProgressWindow {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "comm/world.hpp"
+#include "config/config.hpp"
 #include "data/fits_model.hpp"
 #include "model/gemm_rate.hpp"
 #include "train/evaluate.hpp"
@@ -90,9 +91,14 @@ TrainPlan plan_from_config(const Config& cfg, int64_t threads) {
   // checkpoint's pooled-logit width records).
   p.criterion = p.distilling() ? cfg.sift_criterion : SiftCriterion::CrossEntropy;
   p.sift_delay = cfg.sift_delay;
+  p.sift_beta = cfg.sift_beta;
+  p.sift_history = cfg.sift_history;
+  p.sift_trace = cfg.sift_trace;
+  p.eval_split = cfg.data_eval_split;
   p.batch = cfg.data_batch_size;
   p.global_batch = cfg.data_batch_size * world().size;
   p.epochs = cfg.train_epochs;
+  p.max_steps = cfg.train_max_steps;
   p.threads = threads;
   p.distill.hard = cfg.distill_kind == DistillKind::Hard;
   p.distill.temperature = cfg.distill_temperature;
@@ -235,26 +241,6 @@ AugmentSpec augment_from_config(const Config& cfg) {
   return a;
 }
 
-TrainInputs training_inputs(TrainSetup& s, const Batch& b, bool pinned) {
-  const AugmentSpec& aug = s.plan.augment;
-  if (!s.views) return train_inputs(b, s.meta, aug, nullptr, nullptr, pinned, s.plan.transfer);
-  const std::vector<ViewParams> v = s.views->views(b.epoch, b.indices);
-  std::vector<ViewParams> pv;
-  if (aug.mixing()) pv = s.views->views(b.epoch, b.partner_indices);
-  return train_inputs(b, s.meta, aug, v.data(), aug.mixing() ? pv.data() : nullptr, pinned, s.plan.transfer);
-}
-
-TrainInputs device_inputs(TrainSetup& s, const Batch& b, int64_t* host_bytes) {
-  const bool gpu = s.plan.device.is_cuda();
-  // From page-locked memory on a GPU, so the copy does not wait on the host.
-  TrainInputs in = training_inputs(s, b, /*pinned=*/gpu);
-  if (host_bytes) *host_bytes = static_cast<int64_t>(in.x.nbytes() + in.y.nbytes());
-  in.x = in.x.to(s.plan.device, /*non_blocking=*/gpu);
-  in.y = in.y.to(s.plan.device, /*non_blocking=*/gpu);
-  if (s.plan.transfer == InputTransfer::Uint8) in.x = normalize_grey_levels(in.x, s.grey_levels);
-  return in;
-}
-
 namespace {
 
 // data.transfer for this device and transform: Auto sends grey levels to a
@@ -289,6 +275,40 @@ ModelSpec spec_from_config(const Config& c) {
   VITKD_MODEL_SPEC_FIELDS(VITKD_FROM_CONFIG)
 #undef VITKD_FROM_CONFIG
   return s;
+}
+
+RunSpec run_spec(const Config& cfg) { return RunSpec{cfg.run_out_dir, cfg.run_seed}; }
+
+StepSpec step_spec(const Config& cfg) {
+  StepSpec s;
+  s.lr = cfg.optim_lr;
+  s.min_lr = cfg.optim_min_lr;
+  s.beta1 = cfg.optim_beta1;
+  s.beta2 = cfg.optim_beta2;
+  s.eps = cfg.optim_eps;
+  s.weight_decay = cfg.optim_weight_decay;
+  s.grad_clip = cfg.optim_grad_clip;
+  s.max_bad_steps = cfg.train_max_bad_steps;
+  return s;
+}
+
+CheckpointSpec checkpoint_spec(const Config& cfg) {
+  return CheckpointSpec{cfg.checkpoint_resume, cfg.checkpoint_keep, cfg.checkpoint_every_steps};
+}
+
+ReportSpec report_spec(const Config& cfg) { return ReportSpec{cfg.train_accuracy_thresholds}; }
+
+ProfileSpec profile_spec(const Config& cfg) { return ProfileSpec{cfg.train_profile_steps, cfg.train_profile_from_step}; }
+
+LoopSpec loop_spec(const Config& cfg) {
+  LoopSpec l;
+  l.log_every_steps = cfg.train_log_every_steps;
+  l.timing_every_steps = cfg.train_timing_every_steps;
+  l.eval_every_steps = cfg.train_eval_every_steps;
+  l.eval_every_epochs = cfg.train_eval_every_epochs;
+  l.final_eval = cfg.train_final_eval;
+  l.eval_agreement = cfg.distill_eval_agreement;
+  return l;
 }
 
 namespace {
@@ -388,13 +408,19 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
                     " ranks); lower data.batch_size or use more data");
   s.plan = plan_from_config(cfg, compute_threads(cfg));
   TrainPlan& plan = s.plan;
+  s.run = run_spec(cfg);
+  s.step_spec = step_spec(cfg);
+  s.checkpoint = checkpoint_spec(cfg);
+  s.report = report_spec(cfg);
+  s.profile = profile_spec(cfg);
+  s.loop = loop_spec(cfg);
   plan.attention = attention_kernel(cfg.model_attention, origin);
   plan.device = s.device.torch_device();
   plan.transfer = input_transfer(cfg.data_transfer, plan, origin);
   // The precision probe and the teacher's bf16 copy run on the run's threads.
   torch::set_num_threads(static_cast<int>(plan.threads));
   s.precision = choose_precision(cfg.precision_compute, cfg.precision_reduce, plan.device);
-  keep_resumed_precision(cfg, s.precision);
+  keep_resumed_precision(s.checkpoint, s.run.out_dir, s.precision);
   plan.bf16 = s.precision.bf16();
   // The unsharded path allreduces fp32 (validate_config refuses an explicit
   // bf16 there), so "auto" means fp32 for it.
@@ -405,9 +431,11 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
     s.teacher = make_teacher(teacher_spec(cfg, plan.bf16), s.meta);  // checks it fits the data
     s.teacher->to(plan.device);
   }
-  s.teacher_cache_file = cfg.distill_teacher_cache_file.empty() ? cfg.run_out_dir + "/teacher_logits.h5"
-                                                                : cfg.distill_teacher_cache_file;
-  if (plan.distilling() && cfg.distill_teacher_cache) open_view_cache(cfg, s);
+  if (plan.distilling() && cfg.distill_teacher_cache) {  // the logit cache's file, or the view cache's
+    s.teacher_cache_file = cfg.distill_teacher_cache_file.empty() ? cfg.run_out_dir + "/teacher_logits.h5"
+                                                                  : cfg.distill_teacher_cache_file;
+    open_view_cache(cfg, s);
+  }
   prepare_out_dir(cfg.run_out_dir);
 
   kokkos_ensure(plan.threads);  // the augmentation and AdamW kernels

@@ -1,14 +1,20 @@
 #pragma once
 // Start-up of a training job: the configuration resolved into a plan of
-// enums and numbers (TrainPlan), everything checked before anything is
-// written, and the components built in a fixed order (the student's
-// initialisation depends on it), with the start-up echo on rank 0.
+// enums and numbers (TrainPlan) and the narrow specs of the loop's parts,
+// everything checked before anything is written, and the components built
+// in a fixed order (the student's initialisation depends on it), with the
+// start-up echo on rank 0.
+//
+// The configuration's edge: this header and setup.cpp are the only files of
+// src/ outside src/config/ and src/cmd/ that see Config (CTest
+// layout.config_seen_only_at_its_edge). Every other part takes a spec, defined in
+// its own header and built here by one builder each from the keys it reads.
 #include <memory>
 #include <string>
 
 #include "comm/comm.hpp"
 #include "comm/device.hpp"
-#include "config/config.hpp"
+#include "config/choices.hpp"
 #include "data/transforms/transforms.hpp"
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
@@ -21,8 +27,17 @@
 #include "model/vit.hpp"
 #include "optim/flat_params.hpp"
 #include "optim/zero.hpp"
+#include "train/profile.hpp"
+#include "train/report.hpp"
+#include "train/resume.hpp"
+#include "train/run_state.hpp"
+#include "train/step.hpp"
+#include "train/trainer.hpp"
+#include "util/timing.hpp"
 
 namespace vitkd {
+
+struct Config;  // config/config.hpp: seen by setup.cpp and the commands only
 
 // RunMode, SiftScope and SiftCriterion (what sifting ranks samples by: the
 // student's cross-entropy, or the distillation loss, which needs the teacher
@@ -37,9 +52,14 @@ struct TrainPlan {
   std::optional<SiftScope> sift;    ///< which samples sifting acts on (none: sift.enabled = false)
   SiftCriterion criterion = SiftCriterion::CrossEntropy;
   int64_t sift_delay = 0;           ///< steps before sifting starts
+  double sift_beta = 0;             ///< keep probability pct^beta (sift.beta)
+  int64_t sift_history = 0;         ///< losses, of all ranks' samples, sifting ranks against (sift.history)
+  bool sift_trace = false;          ///< every decision to out_dir/sift_trace.txt (sift.trace)
+  EvalSplit eval_split = EvalSplit::Test;  ///< the split every evaluation reads (data.eval_split)
   int64_t batch = 0;                ///< samples per rank per step (data.batch_size)
   int64_t global_batch = 0;         ///< batch x ranks
   int64_t epochs = 0;               ///< train.epochs
+  int64_t max_steps = 0;            ///< train.max_steps: optimizer steps the schedule stops at (0 = no limit)
   int64_t steps_per_epoch = 0, total_steps = 0;
   double total_samples = 0;         ///< samples the schedule ends at (the lr schedule counts samples)
   double warmup_samples = 0;
@@ -60,7 +80,15 @@ struct TrainPlan {
 /// The components of one training job, built by setup_training() (owned on
 /// the heap: the optimizer and its gradient hooks refer to the others).
 struct TrainSetup {
+  Clock::time_point started = Clock::now();  ///< when setup_training() began ("setup took")
   TrainPlan plan;
+  // The loop's parts' specs, one builder each (below):
+  RunSpec run;                ///< run.out_dir, run.seed
+  StepSpec step_spec;         ///< optim.*, train.max_bad_steps
+  CheckpointSpec checkpoint;  ///< checkpoint.*
+  ReportSpec report;          ///< train.accuracy_thresholds
+  ProfileSpec profile;        ///< train.profile_*
+  LoopSpec loop;              ///< the loop's cadences and final measurements
   RunDevice device;                  ///< run.device and dist.backend, resolved
   DatasetMeta meta;
   ModelSpec spec;
@@ -79,7 +107,7 @@ struct TrainSetup {
   PrecisionChoice precision;         ///< precision.compute / .reduce as resolved for this hardware
   double gemm_ceiling = 0;           ///< matrix-product FLOP/s per core in precision.compute, the MFU ceiling
   std::string gemm_ceiling_source;   ///< where gemm_ceiling came from (train.mfu_ceiling, kept, measured)
-  std::string teacher_cache_file;    ///< where distill.teacher_cache reads and writes
+  std::string teacher_cache_file;    ///< where distill.teacher_cache reads and writes ("" when it is off)
   /// The teacher-view cache replayed instead of the teacher (distill.teacher_cache
   /// with augmentation, or with a `vitkd teacher-cache` file); null otherwise.
   std::unique_ptr<ViewCache> views;
@@ -95,6 +123,7 @@ struct TrainSetup {
 /// teacher-cache` writes by default.
 int64_t epochs_needed(const Config& cfg, int64_t train_size, int64_t world_size);
 
+// The builders: each narrow spec from the keys it reads, in one place.
 /// model.<field> keys of the configuration as a ModelSpec (VITKD_MODEL_SPEC_FIELDS).
 ModelSpec spec_from_config(const Config& cfg);
 /// The loader's transform (data.* and model.image_size; data/transforms).
@@ -102,19 +131,17 @@ AugmentSpec augment_from_config(const Config& cfg);
 /// The teacher of a distillation run (teacher.*, model.image_size,
 /// model.attention, distill.temperature) in the resolved precision.
 TeacherSpec teacher_spec(const Config& cfg, bool bf16);
+RunSpec run_spec(const Config& cfg);                ///< run.out_dir, run.seed (train/run_state.hpp)
+StepSpec step_spec(const Config& cfg);              ///< optim.*, train.max_bad_steps (train/step.hpp)
+CheckpointSpec checkpoint_spec(const Config& cfg);  ///< checkpoint.* (train/resume.hpp)
+ReportSpec report_spec(const Config& cfg);          ///< train.accuracy_thresholds (train/report.hpp)
+ProfileSpec profile_spec(const Config& cfg);        ///< train.profile_* (train/profile.hpp)
+LoopSpec loop_spec(const Config& cfg);              ///< train.* cadences, distill.eval_agreement (train/trainer.hpp)
 
 /// Validates the configuration against the data and the world, creates
-/// run.out_dir (checking every rank can write there), builds every component
-/// and echoes the run on rank 0. Collective. `origin` names the config file.
-/// The training inputs of loader batch `b`: the run's transform, with the
-/// teacher-view cache's views (the sample's and its partner's) when the run
-/// replays one. `pinned` as for batch_input.
-TrainInputs training_inputs(TrainSetup& s, const Batch& b, bool pinned = false);
-/// training_inputs() on the run's device, normalized there when they crossed
-/// as grey levels (plan.transfer). `host_bytes`: the bytes of the host-side
-/// tensors (input and targets) that crossed.
-TrainInputs device_inputs(TrainSetup& s, const Batch& b, int64_t* host_bytes = nullptr);
-
+/// run.out_dir (checking every rank can write there), builds every spec and
+/// component and echoes the run on rank 0. Collective. `origin` names the
+/// config file. train_main() runs the job on what it returns.
 std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string& origin);
 
 }  // namespace vitkd

@@ -11,13 +11,15 @@
 #include "data/tensors.hpp"
 #include "distill/loss.hpp"
 #include "optim/adamw.hpp"
+#include "train/inputs.hpp"
+#include "train/setup.hpp"
 #include "util/torch_compat.hpp"
 
 namespace vitkd {
 
-StepEngine::StepEngine(const Config& cfg, TrainSetup& setup, RunState& state, SamplePool& pool,
+StepEngine::StepEngine(const StepSpec& spec, TrainSetup& setup, RunState& state, SamplePool& pool,
                        GlobalSelector& selector, TeacherTargets* targets, PhaseTimes& times)
-    : cfg_(cfg), s_(setup), plan_(setup.plan), st_(state), pool_(pool), selector_(selector),
+    : spec_(spec), s_(setup), plan_(setup.plan), st_(state), pool_(pool), selector_(selector),
       targets_(targets), times_(times), faults_(TestFaults::get()) {}
 
 TeacherSource StepEngine::source(bool sifting) const {
@@ -211,10 +213,9 @@ void StepEngine::train(int64_t n, int64_t global_n, TeacherSource source) {
   st_.samples_trained += global_n;
   st_.window.trained += global_n;
   st_.last.lr = schedule_lr(double(st_.samples_seen), plan_.warmup_samples, plan_.total_samples,
-                            cfg_.optim_lr, cfg_.optim_min_lr);
-  const AdamWHyper h{st_.last.lr, cfg_.optim_beta1, cfg_.optim_beta2, cfg_.optim_eps,
-                     cfg_.optim_weight_decay};
-  const torch::Tensor gnorm = opt.step_async(h, cfg_.optim_grad_clip, &times_);
+                            spec_.lr, spec_.min_lr);
+  const AdamWHyper h{st_.last.lr, spec_.beta1, spec_.beta2, spec_.eps, spec_.weight_decay};
+  const torch::Tensor gnorm = opt.step_async(h, spec_.grad_clip, &times_);
   if (!loss_value.defined()) loss_value = torch::full({1}, NAN, gnorm.options());
   // The loss and the norm reach the run state without a wait on a GPU: one
   // step late there (settle() before reading them), at once on the CPU.
@@ -241,7 +242,7 @@ void StepEngine::absorb(const std::vector<std::vector<double>>& values) {
       ++st_.bad_run;
       log0("step %lld: non-finite loss or gradient (norm %g): update skipped (%lld in a row, "
            "train.max_bad_steps = %lld)\n", (long long)info.step, gnorm, (long long)st_.bad_run,
-           (long long)cfg_.train_max_bad_steps);
+           (long long)spec_.max_bad_steps);
     } else {
       st_.bad_run = 0;
     }

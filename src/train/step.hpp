@@ -12,16 +12,33 @@
 #include <vector>
 
 #include "comm/device.hpp"
-#include "config/config.hpp"
 #include "distill/targets.hpp"
+#include "model/vit.hpp"
 #include "sift/global_select.hpp"
 #include "sift/sample_pool.hpp"
 #include "train/run_state.hpp"
-#include "train/setup.hpp"
 #include "util/test_faults.hpp"
 #include "util/timing.hpp"
 
 namespace vitkd {
+
+struct TrainPlan;
+struct TrainSetup;
+
+/// What an optimizer step does with the gradient (optim.*), and how many
+/// non-finite steps in a row end the run. Built by step_spec() in
+/// train/setup.cpp; the learning rate's warm-up and length are the plan's
+/// (TrainPlan::warmup_samples, total_samples).
+struct StepSpec {
+  double lr = 0;             ///< peak learning rate, after the warm-up (optim.lr)
+  double min_lr = 0;         ///< learning rate at the end of the cosine decay (optim.min_lr)
+  double beta1 = 0;          ///< AdamW's first-moment decay per step (optim.beta1)
+  double beta2 = 0;          ///< AdamW's second-moment decay per step (optim.beta2)
+  double eps = 0;            ///< AdamW's epsilon, added to the root of the second moment (optim.eps)
+  double weight_decay = 0;   ///< AdamW's decoupled weight decay, per unit of learning rate (optim.weight_decay)
+  double grad_clip = 0;      ///< the global gradient norm is clipped to this (0 = off; optim.grad_clip)
+  int64_t max_bad_steps = 0; ///< consecutive steps with a non-finite loss or gradient that stop the run (train.max_bad_steps)
+};
 
 /// Where a step's teacher targets come from.
 enum class TeacherSource {
@@ -41,7 +58,7 @@ enum class StepOutcome {
 class StepEngine {
  public:
   /// `targets` is null in teacher mode. Every reference must outlive the engine.
-  StepEngine(const Config& cfg, TrainSetup& setup, RunState& state, SamplePool& pool,
+  StepEngine(const StepSpec& spec, TrainSetup& setup, RunState& state, SamplePool& pool,
              GlobalSelector& selector, TeacherTargets* targets, PhaseTimes& times);
 
   /// One optimizer step of the current epoch (the loader's epoch must have
@@ -70,7 +87,7 @@ class StepEngine {
   };
   void absorb(const std::vector<std::vector<double>>& values);
 
-  const Config& cfg_;
+  const StepSpec& spec_;
   TrainSetup& s_;
   const TrainPlan& plan_;
   RunState& st_;

@@ -53,14 +53,14 @@ bool record_step(TimingLog& tlog, const RunState& st, const PhaseTimes& times, i
 
 // The teacher's targets (distill mode), with the teacher-logit cache loaded
 // when distill.teacher_cache is on; null in teacher mode.
-std::unique_ptr<TeacherTargets> make_targets(const Config& cfg, TrainSetup& s) {
+std::unique_ptr<TeacherTargets> make_targets(TrainSetup& s) {
   if (!s.plan.distilling()) return nullptr;
   if (s.views) {
     log0("%s\n", s.views->describe().c_str());
     return std::make_unique<TeacherTargets>(*s.teacher, nullptr, s.views.get());
   }
   std::unique_ptr<TeacherCache> cache;
-  if (cfg.distill_teacher_cache) {
+  if (!s.teacher_cache_file.empty()) {  // distill.teacher_cache
     cache = std::make_unique<TeacherCache>(s.meta.train_size, s.meta.num_classes, s.teacher->describe(),
                                            s.meta.path);
     log0("%s\n", cache->load(s.teacher_cache_file).c_str());
@@ -100,28 +100,24 @@ void evaluate_epoch(TrainSetup& s, RunState& st, TimingLog& tlog, PhaseTimes& ti
   log0("epoch %lld: %s top-1 %.4f\n", (long long)epoch + 1, s.test->split_name().c_str(), st.test_top1);
 }
 
-[[noreturn]] void abort_bad_steps(const Config& cfg, const std::string& diagnostic, int64_t bad_run,
+[[noreturn]] void abort_bad_steps(const TrainSetup& s, const std::string& diagnostic, int64_t bad_run,
                                   int64_t step) {
   throw RuntimeError(std::to_string(bad_run) + " consecutive steps had a non-finite loss or "
-                     "gradient (train.max_bad_steps = " + std::to_string(cfg.train_max_bad_steps) +
+                     "gradient (train.max_bad_steps = " + std::to_string(s.step_spec.max_bad_steps) +
                      "); stopped at step " + std::to_string(step) + " and wrote " + diagnostic +
                      " to inspect (`vitkd inspect`); lower optim.lr, check the data, or resume from " +
-                     cfg.run_out_dir + "/checkpoint.h5", /*collective=*/true);
+                     s.run.out_dir + "/checkpoint.h5", /*collective=*/true);
 }
 
 }  // namespace
 
-int train_main(const Config& cfg, const std::string& origin) {
+int train_main(TrainSetup& s) {
   const World& w = world();
-  const auto t_setup = Clock::now();
-  // ---- setup: everything checked, every component built --------------------
-  std::unique_ptr<TrainSetup> setup = setup_training(cfg, origin);
-  TrainSetup& s = *setup;
   const TrainPlan& plan = s.plan;
-  GlobalSelector selector(cfg.sift_beta, cfg.sift_history, plan.global_batch,
-                          static_cast<uint64_t>(cfg.run_seed),
-                          plan.sift && cfg.sift_trace ? cfg.run_out_dir + "/sift_trace.txt"
-                                                                        : std::string());
+  GlobalSelector selector(plan.sift_beta, plan.sift_history, plan.global_batch,
+                          static_cast<uint64_t>(s.run.seed),
+                          plan.sift && plan.sift_trace ? s.run.out_dir + "/sift_trace.txt"
+                                                       : std::string());
   const TestFaults& faults = TestFaults::get();
   install_preemption_handlers();
   PhaseTimes times;
@@ -131,25 +127,25 @@ int train_main(const Config& cfg, const std::string& origin) {
   times.marker = marker.get();
   SamplePool pool;
   RunState st;
-  st.seed = static_cast<uint64_t>(cfg.run_seed);
+  st.seed = static_cast<uint64_t>(s.run.seed);
   st.global_batch = plan.global_batch;
 
   // ---- resume ------------------------------------------------------------------
-  const std::string resume_from = choose_resume(cfg, s.student, s.flat->numel);
+  const std::string resume_from = choose_resume(s.checkpoint, s.run.out_dir, s.student, s.flat->numel);
   int64_t extended_from = -1;
   if (!resume_from.empty()) {
-    apply_resume(resume_from, cfg, s, st, selector, pool);
-    const ResumedSchedule r = check_resumed_schedule(resume_from, cfg, plan, st);
+    apply_resume(resume_from, s, st, selector, pool);
+    const ResumedSchedule r = check_resumed_schedule(resume_from, s.run.out_dir, plan, st);
     if (r == ResumedSchedule::Finished) return kExitOk;
     if (r == ResumedSchedule::Extended) extended_from = st.step;
   }
-  TimingLog tlog(cfg.run_out_dir + "/timing.h5", s.timing_attrs, cfg.train_timing_every_steps,
+  TimingLog tlog(s.run.out_dir + "/timing.h5", s.timing_attrs, s.loop.timing_every_steps,
                  resume_from.empty() ? -1 : st.step);
-  log0("setup took %.1f s\n", seconds_since(t_setup));
-  std::unique_ptr<TeacherTargets> targets = make_targets(cfg, s);
+  log0("setup took %.1f s\n", seconds_since(s.started));
+  std::unique_ptr<TeacherTargets> targets = make_targets(s);
   TeacherCache* cache = targets ? targets->cache() : nullptr;
-  StepEngine engine(cfg, s, st, pool, selector, targets.get(), times);
-  StepProfiler profiler(cfg, w.rank);  // train.profile_steps
+  StepEngine engine(s.step_spec, s, st, pool, selector, targets.get(), times);
+  StepProfiler profiler(s.profile, s.run.out_dir, w.rank);  // train.profile_steps
 
   // ---- loop ------------------------------------------------------------------
   const int64_t seen_at_start = st.samples_seen;
@@ -183,33 +179,32 @@ int train_main(const Config& cfg, const std::string& origin) {
       times.settle_lagged();
       // Likewise its loss and gradient norm (StepEngine::settle): read whole
       // where a progress line, a checkpoint or the end needs them.
-      if (st.step % cfg.train_log_every_steps == 0 || st.step >= plan.total_steps ||
-          (cfg.checkpoint_every_steps > 0 && st.step % cfg.checkpoint_every_steps == 0))
+      if (st.step % s.loop.log_every_steps == 0 || st.step >= plan.total_steps ||
+          (s.checkpoint.every_steps > 0 && st.step % s.checkpoint.every_steps == 0))
         engine.settle();
       const bool preempt = record_step(tlog, st, times, epoch, seconds_since(t_step), seen_before,
                                        trained_before, kept_before, bytes_before);
       // The profile goes on while the next step is one of this epoch's and this run's.
       profiler.after_step(true, outcome == StepOutcome::Trained && st.data_batch < plan.steps_per_epoch &&
                                     st.step < plan.total_steps && !preempt);
-      if (st.step % cfg.train_log_every_steps == 0)
+      if (st.step % s.loop.log_every_steps == 0)
         log_progress(plan, st, epoch, seen_at_start, seconds_since(t_train));
-      if (st.bad_run >= cfg.train_max_bad_steps) engine.settle();  // the diagnostic checkpoint: every step
-      if (st.bad_run >= cfg.train_max_bad_steps)
-        abort_bad_steps(cfg, write_run_checkpoint(CheckpointKind::Diagnostic, cfg, s, st, selector, pool,
-                                                  seconds_since(t_train), times),
+      if (st.bad_run >= s.step_spec.max_bad_steps) engine.settle();  // the diagnostic checkpoint: every step
+      if (st.bad_run >= s.step_spec.max_bad_steps)
+        abort_bad_steps(s, write_run_checkpoint(CheckpointKind::Diagnostic, s, st, selector, pool,
+                                                seconds_since(t_train), times),
                         st.bad_run, st.step);
-      if (cfg.train_eval_every_steps > 0 && st.step % cfg.train_eval_every_steps == 0)
+      if (s.loop.eval_every_steps > 0 && st.step % s.loop.eval_every_steps == 0)
         log0("step %lld: %s top-1 %.4f\n", (long long)st.step, s.test->split_name().c_str(),
              evaluate_now(s, st, times, epoch, t_train));
       if (preempt) {
         engine.settle();
-        write_run_checkpoint(CheckpointKind::Preempted, cfg, s, st, selector, pool,
-                             seconds_since(t_train), times);
+        write_run_checkpoint(CheckpointKind::Preempted, s, st, selector, pool, seconds_since(t_train), times);
         if (cache && w.root()) cache->save(s.teacher_cache_file);
         tlog.flush();
         log0("preempted (SIGTERM/SIGUSR1) after step %lld: wrote %s/checkpoint.h5; exiting with "
              "code %d so that the job is requeued; the next run resumes from it\n",
-             (long long)st.step, cfg.run_out_dir.c_str(), int(kExitPreempted));
+             (long long)st.step, s.run.out_dir.c_str(), int(kExitPreempted));
         return kExitPreempted;
       }
       if (st.step >= plan.total_steps) {
@@ -218,9 +213,8 @@ int train_main(const Config& cfg, const std::string& origin) {
       }
       // No periodic checkpoint inside a run of non-finite steps: checkpoint.h5
       // stays at the last step that trained normally.
-      if (cfg.checkpoint_every_steps > 0 && st.step % cfg.checkpoint_every_steps == 0 && st.bad_run == 0)
-        write_run_checkpoint(CheckpointKind::Periodic, cfg, s, st, selector, pool, seconds_since(t_train),
-                             times);
+      if (s.checkpoint.every_steps > 0 && st.step % s.checkpoint.every_steps == 0 && st.bad_run == 0)
+        write_run_checkpoint(CheckpointKind::Periodic, s, st, selector, pool, seconds_since(t_train), times);
     }
     st.epochs_done = epoch + 1;
     if (!stop || st.data_batch >= plan.steps_per_epoch) {  // the cursor moves past a finished epoch
@@ -230,8 +224,8 @@ int train_main(const Config& cfg, const std::string& origin) {
     // Evaluation excluded (train.eval_every_steps evaluates within the epoch).
     timing.epoch_seconds.push_back(seconds_since(t_epoch) -
                                    (times.total[static_cast<int>(Phase::Eval)] - eval_before));
-    const bool last = (stop || epoch + 1 == plan.epochs) && cfg.train_final_eval;
-    if (last || (cfg.train_eval_every_epochs > 0 && (epoch + 1) % cfg.train_eval_every_epochs == 0))
+    const bool last = (stop || epoch + 1 == plan.epochs) && s.loop.final_eval;
+    if (last || (s.loop.eval_every_epochs > 0 && (epoch + 1) % s.loop.eval_every_epochs == 0))
       evaluate_epoch(s, st, tlog, times, epoch, t_train);
   }
   engine.settle();
@@ -245,15 +239,15 @@ int train_main(const Config& cfg, const std::string& origin) {
   timing.log_overhead_seconds = allreduce_max(tlog.overhead_seconds());
   timing.run_seconds = seconds_since(t_train);
   timing.eval_seconds = allreduce_max(times.total[static_cast<int>(Phase::Eval)]);
-  write_run_checkpoint(CheckpointKind::Final, cfg, s, st, selector, pool, seconds_since(t_train), times);
+  write_run_checkpoint(CheckpointKind::Final, s, st, selector, pool, seconds_since(t_train), times);
   times.settle();
   timing.phase_seconds.assign(times.total.begin(), times.total.end());
-  if (cfg.train_final_eval) {  // the final model's one pass over the test split, per sample
+  if (s.loop.final_eval) {  // the final model's one pass over the test split, per sample
     SplitPredictions p;
     evaluate(s.student, s.test_split(), s.meta, plan.augment, plan.bf16, &p);
     timing.test_predictions = std::move(p);
   }
-  if (plan.distilling() && cfg.distill_eval_agreement) {
+  if (plan.distilling() && s.loop.eval_agreement) {
     const TeacherAgreement a =
         teacher_agreement(s.student, *s.teacher, s.test_split(), s.meta, plan.augment, plan.bf16, plan.distill.temperature);
     timing.agreement = a;
@@ -261,7 +255,7 @@ int train_main(const Config& cfg, const std::string& origin) {
          "the teacher's own test top-1 %.4f\n", a.agreement, a.kl, a.kl_tau, plan.distill.temperature,
          a.teacher_top1);
   }
-  report_run(cfg, s, st, timing, targets.get(), resume_from, extended_from);
+  report_run(s, st, timing, targets.get(), resume_from, extended_from);
   return kExitOk;
 }
 

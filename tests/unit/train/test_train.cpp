@@ -12,6 +12,7 @@
 #include "optim/flat_params.hpp"
 #include "train/report.hpp"
 #include "train/resume.hpp"
+#include "train/setup.hpp"
 #include "util/error.hpp"
 
 using namespace vitkd;
@@ -47,42 +48,42 @@ TEST(ResumeChoice, AutoTakesTheNewestUsableCheckpointAndFallsBackPastABrokenOne)
   write_step(tmp.path(), model, 10);
   write_step(tmp.path(), model, 20);
   FlatParams flat(*model, 1);
-  Config cfg;
-  cfg.run_out_dir = tmp.path();
-  cfg.checkpoint_resume = ResumeFrom{ResumeKind::Auto, ""};
-  EXPECT_EQ(choose_resume(cfg, model, flat.numel), tmp / "checkpoint.h5");
+  CheckpointSpec spec;
+  const std::string dir = tmp.path();
+  spec.resume = ResumeFrom{ResumeKind::Auto, ""};
+  EXPECT_EQ(choose_resume(spec, dir, model, flat.numel), tmp / "checkpoint.h5");
   // checkpoint.h5 and its step file (one inode) cut short: the step-10 file.
   ASSERT_EQ(truncate(checkpoint_step_path(tmp.path(), 20).c_str(), 100), 0);
-  EXPECT_EQ(choose_resume(cfg, model, flat.numel), checkpoint_step_path(tmp.path(), 10));
-  cfg.checkpoint_resume = ResumeFrom{ResumeKind::Never, ""};
-  EXPECT_EQ(choose_resume(cfg, model, flat.numel), "");
+  EXPECT_EQ(choose_resume(spec, dir, model, flat.numel), checkpoint_step_path(tmp.path(), 10));
+  spec.resume = ResumeFrom{ResumeKind::Never, ""};
+  EXPECT_EQ(choose_resume(spec, dir, model, flat.numel), "");
   // An explicit path is used as it is, or is an error: no fallback.
-  cfg.checkpoint_resume = ResumeFrom{ResumeKind::Path, checkpoint_step_path(tmp.path(), 20)};
-  EXPECT_NE(user_error_of([&] { choose_resume(cfg, model, flat.numel); }).find("checkpoint.resume: "),
+  spec.resume = ResumeFrom{ResumeKind::Path, checkpoint_step_path(tmp.path(), 20)};
+  EXPECT_NE(user_error_of([&] { choose_resume(spec, dir, model, flat.numel); }).find("checkpoint.resume: "),
             std::string::npos);
   // A model of another shape cannot resume from them at all.
   ViT other(Spec::tiny().dim(8));
   FlatParams other_flat(*other, 1);
-  cfg.checkpoint_resume = ResumeFrom{ResumeKind::Auto, ""};
-  EXPECT_NE(user_error_of([&] { choose_resume(cfg, other, other_flat.numel); }).find("none can be resumed"),
+  spec.resume = ResumeFrom{ResumeKind::Auto, ""};
+  EXPECT_NE(user_error_of([&] { choose_resume(spec, dir, other, other_flat.numel); }).find("none can be resumed"),
             std::string::npos);
 }
 
 TEST(ResumedSchedule, EqualIsFinishedLongerExtendsShorterIsAnErrorNamingTheStep) {
-  Config cfg;
+  const std::string dir = "runs/default";
   TrainPlan plan;
   plan.total_steps = 20;
   plan.total_samples = 20 * 8;
   RunState st;
   st.step = 20;
   st.complete = true;
-  EXPECT_EQ(check_resumed_schedule("c.h5", cfg, plan, st), ResumedSchedule::Finished);
+  EXPECT_EQ(check_resumed_schedule("c.h5", dir, plan, st), ResumedSchedule::Finished);
   plan.total_steps = 30;
-  EXPECT_EQ(check_resumed_schedule("c.h5", cfg, plan, st), ResumedSchedule::Extended);
+  EXPECT_EQ(check_resumed_schedule("c.h5", dir, plan, st), ResumedSchedule::Extended);
   EXPECT_FALSE(st.complete) << "an extended run must not be marked complete";
-  EXPECT_EQ(check_resumed_schedule("c.h5", cfg, plan, st), ResumedSchedule::Continue);
+  EXPECT_EQ(check_resumed_schedule("c.h5", dir, plan, st), ResumedSchedule::Continue);
   plan.total_steps = 12;
-  const std::string e = user_error_of([&] { check_resumed_schedule("c.h5", cfg, plan, st); });
+  const std::string e = user_error_of([&] { check_resumed_schedule("c.h5", dir, plan, st); });
   EXPECT_NE(e.find("c.h5 is at step 20, beyond this schedule of 12 steps"), std::string::npos) << e;
 }
 
