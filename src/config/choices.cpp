@@ -32,6 +32,7 @@ VITKD_ROWS(AttentionKernel, {AttentionKernel::Auto, "auto"}, {AttentionKernel::F
 VITKD_ROWS(DistillKind, {DistillKind::Soft, "soft"}, {DistillKind::Hard, "hard"})
 VITKD_ROWS(SiftCriterion, {SiftCriterion::CrossEntropy, "ce"}, {SiftCriterion::Distillation, "kd"})
 VITKD_ROWS(SiftScope, {SiftScope::Sample, "sample"}, {SiftScope::Teacher, "teacher"})
+VITKD_ROWS(SiftPass, {SiftPass::Separate, "separate"}, {SiftPass::InForward, "in_forward"})
 VITKD_ROWS(Backend, {Backend::Auto, "auto"}, {Backend::Mpi, "mpi"}, {Backend::Nccl, "nccl"},
            {Backend::Local, "local", false})
 VITKD_ROWS(Sharding, {Sharding::Zero1, "zero1"}, {Sharding::None, "none"})

@@ -25,6 +25,7 @@ enum class AttentionKernel : uint8_t { Auto, Unfused, Fused };      ///< model.a
 enum class DistillKind : uint8_t { Soft, Hard };                    ///< distill.kind
 enum class SiftCriterion : uint8_t { CrossEntropy, Distillation };  ///< sift.criterion
 enum class SiftScope : uint8_t { Sample, Teacher };                 ///< sift.scope
+enum class SiftPass : uint8_t { Separate, InForward };              ///< sift.pass
 /// dist.backend; Local (nothing to reduce at one rank) is what "auto" or
 /// "mpi" resolve to at one rank, never a configured value.
 enum class Backend : uint8_t { Auto, Mpi, Nccl, Local };
@@ -44,6 +45,7 @@ struct ResumeFrom {
 #define VITKD_CHOICE_TYPES(X)                                                                      \
   X(RunMode) X(DeviceKind) X(CropKind) X(Policy) X(InputTransfer) X(EvalSplit) X(SampleIo)          \
   X(InitScheme) X(DecayScope) X(AttentionKernel) X(DistillKind) X(SiftCriterion) X(SiftScope)       \
+  X(SiftPass)                                                                                       \
   X(Backend) X(Sharding) X(Precision) X(ResumeKind)
 
 template <class E> struct is_choice { static constexpr bool value = false; };

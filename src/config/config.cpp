@@ -370,6 +370,12 @@ void validate_config(const Config& c, const std::string& origin) {
                           "\" selects the samples that get the teacher, so it needs " +
                           setting_text("run.mode", RunMode::Distill) + "; use " + setting_text("sift.scope", SiftScope::Sample) +
                           " in teacher mode");
+  if (c.sift_enabled && c.sift_scope == SiftScope::Teacher && c.sift_pass == SiftPass::InForward)
+    bad("sift.pass", "\"" + std::string(choice_name(SiftPass::InForward)) + "\" serves " +
+                         setting_text("sift.scope", SiftScope::Sample) + "; " +
+                         setting_text("sift.scope", SiftScope::Teacher) +
+                         " ranks in the training forward already: leave sift.pass at \"" +
+                         choice_name(SiftPass::Separate) + "\"");
   if (!(c.train_label_smoothing >= 0 && c.train_label_smoothing < 1))
     bad("train.label_smoothing", "must lie in [0, 1) (0 = off, 0.1 is usual), got " +
                                      std::to_string(c.train_label_smoothing));

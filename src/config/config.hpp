@@ -106,6 +106,8 @@ struct PathList {
   X(sift, criterion, SiftCriterion, SiftCriterion::CrossEntropy, "\"ce\" (student CE picks, teacher on kept only) or \"kd\"") \
   X(sift, scope, SiftScope, SiftScope::Sample,                                                      \
     "\"sample\" (unkept samples skip training) or \"teacher\" (all train; unkept skip the teacher)") \
+  X(sift, pass, SiftPass, SiftPass::Separate,                                                       \
+    "scope \"sample\": \"separate\" (a no-grad ranking pass, kept samples pooled) or \"in_forward\" (ranked in the training forward, loss on the kept)") \
   X(sift, trace, bool, false, "write every decision to out_dir/sift_trace.txt (epoch index loss kept)") \
   X(dist, backend, Backend, Backend::Auto, "gradient communication: \"auto\" (NCCL on CUDA, MPI on CPUs), \"mpi\" or \"nccl\"") \
   X(dist, bucket_mb, double, 25.0, "gradient bucket size in MB (fp32) for the reduce-scatter") \

@@ -170,6 +170,9 @@ void report_run(TrainSetup& s, const RunState& st, const RunTiming& t,
         .set("samples_kept", st.samples_kept)
         .set("kept_fraction", st.samples_seen ? double(st.samples_kept) / st.samples_seen : 0.0)
         .set("sift_scope", s.plan.sift ? std::string(choice_name(*s.plan.sift)) : std::string("off"))
+        // scope "teacher" ranks in the training forward by construction
+        .set("sift_pass", !s.plan.sift ? std::string("off")
+                          : choice_name(s.plan.sift == SiftScope::Teacher ? SiftPass::InForward : s.plan.sift_pass))
         .set("teacher_forwards", teacher_forwards)
         .set("teacher_parameters", distill ? s.teacher->parameters() : int64_t(0))
         .set("optimizer_bytes_per_rank", mem.optimizer)

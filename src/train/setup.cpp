@@ -93,7 +93,7 @@ TrainPlan plan_from_config(const Config& cfg, int64_t threads) {
   p.sift_delay = cfg.sift_delay;
   p.sift_beta = cfg.sift_beta;
   p.sift_history = cfg.sift_history;
-  p.sift_trace = cfg.sift_trace;
+  p.sift_trace = cfg.sift_trace, p.sift_pass = cfg.sift_pass;
   p.eval_split = cfg.data_eval_split;
   p.batch = cfg.data_batch_size;
   p.global_batch = cfg.data_batch_size * world().size;
@@ -171,7 +171,8 @@ void echo_sifting(const Config& cfg, const TrainPlan& p) {
        p.criterion == SiftCriterion::Distillation ? "kd (teacher on every sample)"
                                                   : "ce (teacher on kept samples only)",
        p.sift == SiftScope::Teacher ? "teacher (every sample trains; only kept samples get the teacher's targets)"
-                                    : "sample (only kept samples train)");
+       : p.sift_pass == SiftPass::InForward ? "sample (only kept samples train), ranked in the training forward"
+                                            : "sample (only kept samples train), ranked in a separate pass");
   // Ranked mostly against its own batch, a sample's percentile is a rank
   // within the batch, not within the recent history the rule is about.
   if (cfg.sift_history < 2 * p.global_batch)

@@ -55,6 +55,7 @@ struct TrainPlan {
   double sift_beta = 0;             ///< keep probability pct^beta (sift.beta)
   int64_t sift_history = 0;         ///< losses, of all ranks' samples, sifting ranks against (sift.history)
   bool sift_trace = false;          ///< every decision to out_dir/sift_trace.txt (sift.trace)
+  SiftPass sift_pass = SiftPass::Separate;  ///< scope "sample": a separate ranking pass, or the training forward's (sift.pass)
   EvalSplit eval_split = EvalSplit::Test;  ///< the split every evaluation reads (data.eval_split)
   int64_t batch = 0;                ///< samples per rank per step (data.batch_size)
   int64_t global_batch = 0;         ///< batch x ranks

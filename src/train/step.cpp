@@ -32,6 +32,13 @@ TeacherSource StepEngine::source(bool sifting) const {
 StepOutcome StepEngine::run() {
   RECORD_USER_SCOPE("vitkd::step");  // a step in a profile (train.profile_steps)
   const bool sifting = plan_.sifting_at(st_.step);
+  if (sifting && plan_.sift == SiftScope::Sample && plan_.sift_pass == SiftPass::InForward) {
+    // Ranked inside the training forward: a step per global batch, its loss
+    // on the kept samples; a global batch that keeps nothing makes no step.
+    while (fill(false))
+      if (train_ranked_in_forward(pool_.size(), source(true))) return StepOutcome::Trained;
+    return StepOutcome::EpochEnded;
+  }
   if (!sifting || plan_.sift == SiftScope::Teacher) {
     // Plain data parallelism: each step trains on exactly one global batch
     // (with scope "teacher", the rule picks who gets the teacher within it).
@@ -64,13 +71,14 @@ torch::Tensor StepEngine::teacher_logits(const torch::Tensor& x, const torch::Te
 // The sifting rule on this rank's samples `indices` with losses `losses` [n]
 // (n may be 0): the local rows kept. Collective.
 std::vector<int64_t> StepEngine::select(const std::vector<int64_t>& indices, torch::Tensor losses,
-                                        int64_t epoch) {
+                                        int64_t epoch, int64_t* kept_global) {
   // Test-only fault injection: VITKD_TEST_SIFT_ZERO_LOSS_RANK=r gives rank r
   // zero losses, so it keeps (almost) nothing for many batches.
   if (faults_.sift_zero_rank == world().rank && !indices.empty()) losses = torch::zeros_like(losses);
   GlobalSelector::Decision d = selector_.select(indices, losses, epoch);
   st_.window.kept += d.kept_global;
   st_.samples_kept += d.kept_global;
+  if (kept_global) *kept_global = d.kept_global;
   return std::move(d.rows);
 }
 
@@ -177,19 +185,7 @@ void StepEngine::train(int64_t n, int64_t global_n, TeacherSource source) {
     auto t = teacher_logits(take.x, take.i);
     if (n > 0) take.t = t;
   }
-  ViTOutput out;
-  if (n > 0) {
-    ScopedPhase ph(times_, Phase::StudentForward);
-    // Test-only fault injection (util/test_faults.hpp): a straggler rank.
-    if (faults_.slow_rank == world().rank)
-      std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_ms));
-    AutocastBf16 ac(plan_.bf16, plan_.device.type());
-    // Stochastic depth: each sample's kept branches follow from its index
-    // and the epoch (model/drop_path.hpp), whichever rank trains it.
-    const DropPathScales drop =
-        drop_path_scales(plan_.drop_path, s_.spec.depth, st_.data_epoch, take.i, plan_.device);
-    out = s_.student->forward(take.x, /*all_tokens=*/false, &drop);
-  }
+  const ViTOutput out = student_forward(take, n);
   torch::Tensor loss;
   if (source == TeacherSource::Sifted) {
     loss = teacher_sifted_loss(out, take, n);  // collective, also with n == 0
@@ -200,6 +196,87 @@ void StepEngine::train(int64_t n, int64_t global_n, TeacherSource source) {
                                              : distill_loss_per_sample(out, take.t, take.y, plan_.distill);
     loss = per.mean();
   }
+  optimize(loss, weight, n, global_n);
+}
+
+// The student's training forward on `take` (n rows; nothing when n == 0).
+ViTOutput StepEngine::student_forward(const PoolTake& take, int64_t n) {
+  ViTOutput out;
+  if (n == 0) return out;
+  ScopedPhase ph(times_, Phase::StudentForward);
+  // Test-only fault injection (util/test_faults.hpp): a straggler rank.
+  if (faults_.slow_rank == world().rank) std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_ms));
+  AutocastBf16 ac(plan_.bf16, plan_.device.type());
+  // Stochastic depth: each sample's kept branches follow from its index
+  // and the epoch (model/drop_path.hpp), whichever rank trains it.
+  const DropPathScales drop = drop_path_scales(plan_.drop_path, s_.spec.depth, st_.data_epoch, take.i, plan_.device);
+  return s_.student->forward(take.x, /*all_tokens=*/false, &drop);
+}
+
+// Sift scope "sample", pass "in_forward" (Selective Backprop's way): every
+// sample of this rank's batch `take` (n rows) goes through the training
+// forward; the rule ranks the loss read from it (the criterion's, as the
+// separate pass ranks), and only the kept rows carry loss, the teacher
+// (criterion "ce") run on them alone. The step's loss is the mean over the
+// kept samples of all ranks. False, with no step, when no rank kept any.
+// Collective (selection, teacher cache).
+bool StepEngine::train_ranked_in_forward(int64_t n, TeacherSource source) {
+  PoolTake take = pool_.take(n);
+  if (source == TeacherSource::Pooled) {  // criterion kd ranks by the distillation loss: the teacher on all
+    auto t = teacher_logits(take.x, take.i);
+    if (n > 0) take.t = t;
+  }
+  const ViTOutput out = student_forward(take, n);
+  torch::Tensor rank_by;
+  std::vector<int64_t> indices(n);
+  int64_t kept_global = 0;
+  std::vector<int64_t> rows;
+  {
+    ScopedPhase ph(times_, Phase::SiftForward);
+    if (n > 0) {
+      torch::NoGradGuard ng;
+      AutocastBf16 ac(plan_.bf16, plan_.device.type());
+      rank_by = source == TeacherSource::Pooled ? distill_loss_per_sample(out, take.t, take.y, plan_.distill)
+                                                : cross_entropy_per_sample(out.prediction(), take.y);
+      const auto ic = take.i.contiguous();
+      std::copy(ic.data_ptr<int64_t>(), ic.data_ptr<int64_t>() + n, indices.begin());
+    }
+    rows = select(indices, rank_by, st_.data_epoch, &kept_global);
+  }
+  if (kept_global == 0) return false;  // the same on every rank
+  const int64_t k = static_cast<int64_t>(rows.size());
+  const bool every = k == n;
+  const torch::Tensor sel_host = torch::tensor(rows, torch::kLong);
+  const torch::Tensor sel = sel_host.to(plan_.device);
+  const auto kept = [&](const torch::Tensor& t) { return every || !t.defined() ? t : t.index_select(0, sel); };
+  torch::Tensor t;
+  if (source == TeacherSource::Live) {  // collective, also with no rows here
+    torch::Tensor xk, ik;
+    if (n > 0) {
+      xk = kept(take.x);
+      ik = every ? take.i : take.i.index_select(0, sel_host);
+    }
+    t = teacher_logits(xk, ik);
+  } else if (source == TeacherSource::Pooled && k > 0)
+    t = kept(take.t);
+  torch::Tensor loss;
+  if (k > 0) {
+    ScopedPhase ph(times_, Phase::StudentForward);
+    AutocastBf16 ac(plan_.bf16, plan_.device.type());
+    const ViTOutput ok{kept(out.logits), kept(out.dist_logits)};
+    const torch::Tensor y = kept(take.y);
+    loss = (source == TeacherSource::None ? teacher_loss_per_sample(ok, y, plan_.distill.label_smoothing)
+                                          : distill_loss_per_sample(ok, t, y, plan_.distill))
+               .mean();
+  }
+  optimize(loss, double(k) * world().size / double(kept_global), k, kept_global);
+  return true;
+}
+
+// Backward of `loss` (this rank's mean over its n samples, undefined when
+// n == 0) scaled by `weight`, the gradient reduce-scatter and the sharded
+// AdamW update: one optimizer step that trained `global_n` samples.
+void StepEngine::optimize(const torch::Tensor& loss, double weight, int64_t n, int64_t global_n) {
   ShardedAdamW& opt = *s_.opt;
   torch::Tensor loss_value;  // float64 [1], on the device
   {

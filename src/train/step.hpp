@@ -75,9 +75,12 @@ class StepEngine {
  private:
   bool fill(bool sifting);
   void train(int64_t n, int64_t global_n, TeacherSource source);
+  bool train_ranked_in_forward(int64_t n, TeacherSource source);
+  ViTOutput student_forward(const PoolTake& take, int64_t n);
+  void optimize(const torch::Tensor& loss, double weight, int64_t n, int64_t global_n);
   torch::Tensor teacher_sifted_loss(const ViTOutput& out, const PoolTake& take, int64_t n);
   std::vector<int64_t> select(const std::vector<int64_t>& indices, torch::Tensor losses,
-                              int64_t epoch);
+                              int64_t epoch, int64_t* kept_global = nullptr);
   torch::Tensor teacher_logits(const torch::Tensor& x, const torch::Tensor& index);
   TeacherSource source(bool sifting) const;
   /// The host side of one step's statistics, in push order.

@@ -7,6 +7,7 @@
 #   kd_sifting_resume_is_bit_identical        the same, distilling with kd sifting (pooled teacher logits)
 #   scope_teacher_resume_is_bit_identical     the same, distilling with scope "teacher" sifting
 #                                             (history and kept count carry over)
+#   in_forward_resume_is_bit_identical        the same, distilling with sift.pass "in_forward"
 #   drop_path_resume_is_bit_identical         the same with stochastic depth (model.drop_path = 0.3,
 #                                             3 blocks): its masks are keyed, not drawn in order
 #   resume_at_other_rank_count_within_rtol    written at another rank count, resumed at NP
@@ -32,6 +33,7 @@ source "$(dirname "$0")/../lib/common.sh"
 CASES=(setup preempted_run_resumes_bit_identical:setup
        inspect_summarises_resumed_run:setup:preempted_run_resumes_bit_identical
        kd_sifting_resume_is_bit_identical:setup scope_teacher_resume_is_bit_identical:setup
+       in_forward_resume_is_bit_identical:setup
        drop_path_resume_is_bit_identical:setup
        resume_at_other_rank_count_within_rtol:setup other_global_batch_is_refused_with_fix:setup
        kill_during_checkpoint_keeps_previous:setup sigusr1_checkpoints_and_resumes_exactly:setup
@@ -112,6 +114,10 @@ for k in ("steps", "samples_seen", "samples_trained", "samples_kept", "teacher_f
     assert a[k] == b[k], (k, a[k], b[k])
 assert a["samples_kept"] < a["samples_seen"] == a["samples_trained"], a
 PY
+}
+
+case_in_forward_resume_is_bit_identical() {
+  preempted_equals_full ffull fcut "${D[@]}" --set sift.pass=in_forward
 }
 
 R=(train "$SETUP/tiny.toml" --set precision.compute=fp32)

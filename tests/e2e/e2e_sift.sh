@@ -11,12 +11,20 @@
 #   scope_teacher_trains_every_sample       scope "teacher": every sample trains, the teacher runs on
 #                                           the kept ones only (teacher_forwards == samples_kept)
 #   scope_teacher_selection_same_at_one_and_np_ranks
+#   in_forward_beta0_equals_distillation    sift.pass "in_forward", beta = 0: bit for bit plain
+#                                           distillation
+#   in_forward_trains_kept_samples_a_step_per_batch
+#                                           "in_forward": only kept samples train and get the teacher,
+#                                           one step per global batch (as without sifting)
+#   in_forward_selection_same_at_one_and_np_ranks
 #   e2e_sift.sh --list | CASE NP ROOT    (tests/lib/common.sh)
 source "$(dirname "$0")/../lib/common.sh"
 CASES=(setup beta0_equals_no_sifting:setup selection_same_at_one_and_np_ranks:setup
        nothing_dropped_before_delay:setup ce_runs_teacher_on_trained_samples_only:setup
        rank_keeping_nothing_does_not_deadlock:setup scope_teacher_beta0_equals_distillation:setup
-       scope_teacher_trains_every_sample:setup scope_teacher_selection_same_at_one_and_np_ranks:setup)
+       scope_teacher_trains_every_sample:setup scope_teacher_selection_same_at_one_and_np_ranks:setup
+       in_forward_beta0_equals_distillation:setup in_forward_trains_kept_samples_a_step_per_batch:setup
+       in_forward_selection_same_at_one_and_np_ranks:setup)
 
 SETUP=${3-}/setup
 export MPI_TIMEOUT=120
@@ -167,6 +175,55 @@ case_scope_teacher_selection_same_at_one_and_np_ranks() {
   vk "$NP" "${dist[@]}" "${sel[@]}" --set sift.scope=teacher --set data.batch_size=$((96 / NP)) \
     --set run.out_dir=tselN > /dev/null
   same_selection tsel1 tselN "scope teacher"
+}
+
+case_in_forward_beta0_equals_distillation() {
+  vk "$NP" "${dist[@]}" --set run.out_dir=dnosift > /dev/null
+  vk "$NP" "${dist[@]}" --set run.out_dir=fbeta0 --set sift.enabled=true --set sift.pass=in_forward \
+    --set sift.beta=0 --set sift.delay=0 > /dev/null
+  same_params dnosift fbeta0 "sift.pass in_forward, beta=0, against plain distillation"
+  "$PYTHON" -c "
+import json; r0, r = json.load(open('fbeta0/result.json')), json.load(open('dnosift/result.json'))
+assert r0['kept_fraction'] == 1.0 and r0['teacher_forwards'] == r0['samples_seen'] and r0['steps'] == r['steps'], r0
+assert r0['sift_pass'] == 'in_forward' and r['sift_pass'] == 'off', (r0['sift_pass'], r['sift_pass'])"
+}
+
+case_in_forward_trains_kept_samples_a_step_per_batch() {
+  vk "$NP" "${dist[@]}" --set run.out_dir=fbeta1 --set sift.enabled=true --set sift.pass=in_forward \
+    --set sift.beta=1 --set sift.delay=2 > /dev/null
+  "$PYTHON" - "$NP" <<'PY'
+import json, math, sys
+r, G = json.load(open("fbeta1/result.json")), 32 * int(sys.argv[1])   # smoke.toml: 32 per rank
+assert r["samples_seen"] == 2 * 768, r
+assert r["teacher_forwards"] == r["samples_trained"] == r["samples_kept"] < r["samples_seen"], r
+assert r["steps"] == 2 * math.ceil(768 / G), (r["steps"], G)   # a step per global batch, none pooled
+print(f"ok in_forward: {r['steps']} steps of one global batch each; trained == teacher_forwards == kept "
+      f"{r['samples_kept']} of {r['samples_seen']}")
+PY
+}
+
+case_in_forward_selection_same_at_one_and_np_ranks() {
+  vk 1 "${base[@]}" "${sel[@]}" --set sift.pass=in_forward --set data.batch_size=96 --set run.out_dir=fsel1 > /dev/null
+  vk "$NP" "${base[@]}" "${sel[@]}" --set sift.pass=in_forward --set data.batch_size=$((96 / NP)) \
+    --set run.out_dir=fselN > /dev/null
+  same_selection fsel1 fselN "pass in_forward"
+  # Only the kept samples carry loss: each step's logged loss (the mean over
+  # the samples it trained) is the mean of the kept samples' losses of its
+  # global batch in the trace (the parameters are frozen, so the ranking loss
+  # and the training loss are of one forward).
+  "$PYTHON" - fsel1 fselN <<'PY'
+import sys, h5py, numpy as np
+for d in sys.argv[1:]:
+    t = np.loadtxt(f"{d}/sift_trace.txt")
+    with h5py.File(f"{d}/timing.h5", "r") as f:
+        step, loss = f["metrics/step"][()], f["metrics/loss"][()]
+    want = [t[i:i + 96][t[i:i + 96, 3] == 1, 2].mean() for i in range(0, len(t), 96)]
+    assert len(step) == len(want) == 8, (len(step), len(want))
+    np.testing.assert_allclose(loss, want, rtol=2e-6, err_msg=f"{d}: logged loss is not the kept samples' mean")
+    every = [t[i:i + 96, 2].mean() for i in range(0, len(t), 96)]
+    assert not np.allclose(loss, every, rtol=1e-4), f"{d}: the loss is every sample's mean"
+print(f"ok in_forward: each step's loss is the mean over its kept samples ({len(want)} steps)")
+PY
 }
 
 e2e_main "$@"

@@ -77,6 +77,15 @@ TEST(Config, InvalidValuesNameKeyAndFix) {
   EXPECT_NE(error_of("[distill]\nalpha = 1.5\n").find("distill.alpha"), std::string::npos);
 }
 
+TEST(Config, SiftPassInTheTrainingForwardServesScopeSampleOnly) {
+  EXPECT_EQ(parse_config("", "t.toml").sift_pass, SiftPass::Separate);
+  EXPECT_EQ(error_of("", {"sift.enabled=true", "sift.pass=\"in_forward\""}), "");
+  const std::string e = error_of("", {"run.mode=\"distill\"", "sift.enabled=true", "sift.scope=\"teacher\"",
+                                      "sift.pass=\"in_forward\""});
+  EXPECT_NE(e.find("invalid value for 'sift.pass'"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 TEST(Config, ProfileKeysAreOffByDefaultAndCheckedInOneLine) {
   const Config c = parse_config("", "empty.toml");
   EXPECT_EQ(c.train_profile_steps, 0);  // off
@@ -133,6 +142,7 @@ TEST(Config, EveryChoiceWordParsesAndEchoesAsItself) {
   expect_words_round_trip("distill.kind", &Config::distill_kind);
   expect_words_round_trip("sift.criterion", &Config::sift_criterion);
   expect_words_round_trip("sift.scope", &Config::sift_scope);
+  expect_words_round_trip("sift.pass", &Config::sift_pass);
   expect_words_round_trip("dist.backend", &Config::dist_backend);
   expect_words_round_trip("dist.sharding", &Config::dist_sharding);
   expect_words_round_trip("precision.compute", &Config::precision_compute);
