@@ -13,6 +13,7 @@
 #include "data/dataset.hpp"
 #include "data/image_store.hpp"
 #include "data/jpeg_codec.hpp"
+#include "data/transforms/resize.hpp"
 #include "data/validation.hpp"
 #include "comm/world.hpp"
 #include "io/h5.hpp"
@@ -22,36 +23,6 @@
 
 namespace vitkd {
 namespace {
-
-// ---- resizing ---------------------------------------------------------------------
-
-using Taps = std::vector<std::pair<int64_t, double>>;  // (source index, weight)
-
-// Source taps of output positions [off, off + out) of a source axis of n
-// pixels resized to `len` pixels: area average when shrinking, bilinear when
-// enlarging.
-std::vector<Taps> axis_taps(int64_t n, int64_t len, int64_t off, int64_t out) {
-  std::vector<Taps> taps(out);
-  const double scale = double(len) / double(n);  // output pixels per source pixel
-  for (int64_t o = 0; o < out; ++o) {
-    const double pos = double(o + off);
-    Taps& t = taps[o];
-    if (len <= n) {
-      const double a = pos / scale, b = (pos + 1) / scale;
-      for (int64_t i = static_cast<int64_t>(std::floor(a)); i < b && i < n; ++i) {
-        const double w = std::min(b, double(i + 1)) - std::max(a, double(i));
-        if (w > 0) t.emplace_back(i, w / (b - a));
-      }
-    } else {
-      const double s = (pos + 0.5) / scale - 0.5;
-      const int64_t i0 = static_cast<int64_t>(std::floor(s));
-      const double u = s - double(i0);
-      t.emplace_back(std::clamp<int64_t>(i0, 0, n - 1), 1.0 - u);
-      t.emplace_back(std::clamp<int64_t>(i0 + 1, 0, n - 1), u);
-    }
-  }
-  return taps;
-}
 
 // ---- listing ------------------------------------------------------------------------
 
@@ -150,34 +121,11 @@ struct Item {
 }  // namespace
 
 Image resize_center_crop(const Image& in, int64_t size) {
-  const int64_t h = in.height, w = in.width, C = in.channels;
-  int64_t H2, W2;  // resized extent: shorter side = size
-  if (h <= w) {
-    H2 = size;
-    W2 = std::max<int64_t>(size, std::llround(double(w) * size / h));
-  } else {
-    W2 = size;
-    H2 = std::max<int64_t>(size, std::llround(double(h) * size / w));
-  }
-  const auto ty = axis_taps(h, H2, (H2 - size) / 2, size);
-  const auto tx = axis_taps(w, W2, (W2 - size) / 2, size);
   Image out;
   out.height = out.width = size;
-  out.channels = C;
-  out.pixels.resize(static_cast<size_t>(size * size * C));
-  std::vector<double> acc(C);
-  for (int64_t y = 0; y < size; ++y)
-    for (int64_t x = 0; x < size; ++x) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (const auto& [iy, wy] : ty[y])
-        for (const auto& [ix, wx] : tx[x]) {
-          const uint8_t* p = &in.pixels[static_cast<size_t>((iy * w + ix) * C)];
-          for (int64_t c = 0; c < C; ++c) acc[c] += wy * wx * p[c];
-        }
-      for (int64_t c = 0; c < C; ++c)
-        out.pixels[static_cast<size_t>((y * size + x) * C + c)] =
-            static_cast<uint8_t>(std::clamp(std::lround(acc[c]), 0L, 255L));
-    }
+  out.channels = in.channels;
+  out.pixels.resize(static_cast<size_t>(size * size * in.channels));
+  resize_centre_crop(in.pixels.data(), in.height, in.width, in.channels, size, out.pixels.data());
   return out;
 }
 

@@ -10,7 +10,8 @@
 // are decoded by their content (PNG signature: libpng; JPEG SOI: libjpeg-turbo),
 // converted to C channels (RGB, or luminance for C = 1; alpha composited on
 // black), resized so that the shorter side is S pixels (area average when
-// shrinking, bilinear when enlarging), and centre-cropped to S x S.
+// shrinking, bilinear when enlarging: data/transforms/resize.hpp, the taps of
+// the loader's views too), and centre-cropped to S x S.
 //
 // Split: per class, the files (sorted by name) are shuffled with a
 // counter-based generator keyed on the seed and the class, and the first
@@ -62,7 +63,8 @@ struct Image {
 /// on success, else the reason (unreadable, not PNG/JPEG, corrupt data).
 std::string decode_image(const std::string& path, int64_t channels, Image& out);
 
-/// Shorter side to `size` pixels, then the centred size x size crop.
+/// Shorter side to `size` pixels, then the centred size x size crop
+/// (resize_centre_crop() of data/transforms/resize.hpp).
 Image resize_center_crop(const Image& in, int64_t size);
 
 /// Runs `vitkd prepare folder` on every rank (collective).

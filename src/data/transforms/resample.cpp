@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "data/transforms/resize.hpp"
 #include "data/transforms/transforms.hpp"
 
 namespace vitkd {
@@ -87,23 +88,19 @@ void render_views_as(const RenderPass& p, int64_t n, int64_t h, int64_t w, int64
     scale(ch) = static_cast<float>(1.0 / (255.0 * std[ch]));
     shift(ch) = static_cast<float>(-mean[ch] / std[ch]);
   }
-  // Bilinear taps per view and output row/column, as PyTorch's
+  // Bilinear taps per view and output row/column, in float, from the one
+  // resizer (data/transforms/resize.hpp: bilinear_tap(), as PyTorch's
   // interpolate(mode="bilinear", align_corners=False, antialias=False) takes
-  // them: source coordinate (o + 0.5) * box / S - 0.5, clamped at 0, between
-  // pixels i0 and i1 = min(i0 + 1, box - 1) with weight l on i1. The columns
-  // are stored in output order after the mirror, so a flip costs nothing.
+  // them), offset to the box's first row or column. The columns are stored
+  // in output order after the mirror, so a flip costs nothing.
   Kokkos::View<int32_t**, Kokkos::HostSpace> y0("Data::tap_y0", n, oh), y1("Data::tap_y1", n, oh),
       x0("Data::tap_x0", n, ow), x1("Data::tap_x1", n, ow);
   Kokkos::View<float**, Kokkos::HostSpace> ly("Data::tap_ly", n, oh), lx("Data::tap_lx", n, ow);
   auto taps = [](int64_t first, int64_t box, int64_t size, int64_t o, int32_t& i0, int32_t& i1, float& l) {
-    const float ratio = static_cast<float>(box) / static_cast<float>(size);
-    float src_f = ratio * (static_cast<float>(o) + 0.5f) - 0.5f;
-    if (src_f < 0.f) src_f = 0.f;
-    const int64_t i = static_cast<int64_t>(src_f);
-    const int64_t step = i < box - 1 ? 1 : 0;
-    i0 = static_cast<int32_t>(first + i);
-    i1 = static_cast<int32_t>(first + i + step);
-    l = src_f - static_cast<float>(i);
+    const LinearTap<float> t = bilinear_tap<float>(box, size, o);
+    i0 = static_cast<int32_t>(first + t.i0);
+    i1 = static_cast<int32_t>(first + t.i1);
+    l = t.l;
   };
   for (int64_t b = 0; b < n; ++b) {
     const ViewParams v = views[b];

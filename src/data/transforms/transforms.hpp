@@ -12,6 +12,8 @@
 //                 its flip is set, normalized, its erased box (if any) filled
 //                 with noise, and in a second pass the mixing partner's view
 //                 blended in (Mixup) or pasted into a box (CutMix)
+//   resize.hpp    the one resizer: the bilinear taps of the kernel, and the
+//                 area and bilinear resize of `vitkd prepare folder`
 //   erasing.cpp   random erasing (timm's RandomErasing, mode "pixel")
 //   mixing.cpp    Mixup and CutMix: the partners, their weights and boxes,
 //                 the mixed soft labels (timm's Mixup, mode "elem")
