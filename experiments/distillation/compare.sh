@@ -92,9 +92,24 @@ arm_args() {
              --set sift.beta=2) ;;
     D) ARGS=(--set 'teacher.torchscript=""' --set "teacher.checkpoint=$VIT_TEACHER") ;;
     E) ARGS=("${alone[@]}" --set train.epochs=64) ;;
-    *) echo "compare: unknown arm '$1' (A B C Cs S D E)" >&2; exit 2 ;;
+    F*) sift_point_args "$1" ;;
+    *) echo "compare: unknown arm '$1' (A B C Cs S D E, or a sifting point F<S|I|T>b<beta>[d<delay>])" >&2; exit 2 ;;
   esac
   ARGS+=(--set "data.path=$DATA")
+}
+# sift_point_args F<S|I|T>b<BETA>[d<DELAY>]: a point of the sifting frontier (experiments/sifting/):
+# C with sifting, scope "sample" and the separate pass (S), scope "sample" ranked in the training
+# forward (I), or scope "teacher" (T), at sift.beta BETA and sift.delay DELAY (default SIFT_DELAY, else 1000).
+sift_point_args() {
+  [[ $1 =~ ^F([SIT])b([0-9.]+)(d([0-9]+))?$ ]] || { echo "compare: unknown sifting point '$1' (e.g. FSb0.5, FIb1d500)" >&2; exit 2; }
+  local how
+  case ${BASH_REMATCH[1]} in
+    S) how=(--set 'sift.scope="sample"' --set 'sift.pass="separate"') ;;
+    I) how=(--set 'sift.scope="sample"' --set 'sift.pass="in_forward"') ;;
+    T) how=(--set 'sift.scope="teacher"') ;;
+  esac
+  ARGS=(--set "teacher.torchscript=$TEACHER" --set sift.enabled=true "${how[@]}" --set "sift.beta=${BASH_REMATCH[2]}"
+        --set "sift.delay=${BASH_REMATCH[4]:-${SIFT_DELAY:-1000}}")
 }
 # seed_precision SEED: the precision of the seed's kept runs (one, by the rule), else HERE_PRECISION.
 seed_precision() {
