@@ -40,7 +40,9 @@ The model (all formulas are in the section "the model" below):
               dist.overlap = false (the reduce-scatter starts after
               backward); with k buckets 1/k at best (all but the last hidden);
               measured as comm_wait / RS(p) when a calibration run has p > 1
-  AG(p)       the parameters' all-gather, padded parameters x 4 bytes (fp32):
+  AG(p)       the parameters' all-gather, padded parameters x 4 bytes (fp32), or
+              x 2 with the bf16 copy (result.json "gather": "bf16"; the fp32
+              norms beside it, 0.5 % of ViT-S/16, are left out):
               (p-1)/p * B/bw + steps*alpha (ring: p-1 steps; openmpi: two_proc,
               recursive doubling or Bruck, ceil(log2 p) steps, the same bytes)
   AR(p)       the gradient norm's allreduce (8 bytes): 2*ceil(log2 p)*alpha
@@ -148,7 +150,7 @@ def predict_step(cal, nodes, ranks_per_node, link, algorithm, batch=None, expose
     bw = link["bw"] if nodes > 1 else link["intra_bw"]
     alpha = link["alpha"] if nodes > 1 else link.get("intra_alpha", 1e-6)
     pad = padded_params(cal.params, p)
-    rs_bytes, ag_bytes = pad * cal.wire_bytes, pad * 4
+    rs_bytes, ag_bytes = pad * cal.wire_bytes, pad * cal.gather_bytes
     if algorithm == "openmpi":
         if ranks_per_node != 1 and nodes > 1:
             raise ValueError("the openmpi schedule is modelled for one rank per node; use --algorithm ring")
@@ -244,6 +246,7 @@ class Calibration:
         cfg = run_config(runs[0])
         res = runs[0].result or {}
         self.wire_bytes = 2 if res.get("reduce", cfg.get("precision", {}).get("reduce")) == "bf16" else 4
+        self.gather_bytes = 2 if res.get("gather") == "bf16" else 4  # absent in older results: fp32
         dist = cfg.get("dist", {})
         bucket_bytes = float(dist.get("bucket_mb", 25.0)) * (1 << 20)
         self.buckets = max(1, math.ceil(padded_params(self.params, self.world) * 4 / bucket_bytes))
@@ -289,8 +292,9 @@ class AssumedCalibration(Calibration):
     """A calibration stated instead of measured (a projection): one rank's
     compute per step, the optimizer at one rank, the parameters and wire."""
 
-    def __init__(self, compute_s, params, batch, wire_bytes=4, optimizer_s=0.0, exposed=1.0):
+    def __init__(self, compute_s, params, batch, wire_bytes=4, optimizer_s=0.0, exposed=1.0, gather_bytes=4):
         self.world, self.params, self.batch, self.wire_bytes = 1, int(params), int(batch), wire_bytes
+        self.gather_bytes = gather_bytes
         self.compute_samples, self.optimizer, self.other, self.comm_wait = [compute_s], optimizer_s, 0.0, 0.0
         self.buckets, self.overlap, self.exposed = 0, True, exposed
         self.exposed_from = "assumed"
@@ -327,7 +331,7 @@ def cmd_predict(a):
         cal.measure_exposed(link, a.algorithm, *run_shape(load_runs(a.calibrate[:1])[0]))
     elif a.compute_ms is not None and a.params and a.batch:
         cal = AssumedCalibration(a.compute_ms * 1e-3, a.params, a.batch, 2 if a.wire == "bf16" else 4,
-                                 a.optimizer_ms * 1e-3)
+                                 a.optimizer_ms * 1e-3, gather_bytes=2 if a.gather == "bf16" else 4)
     else:
         raise ValueError("give --calibrate RUN..., or --compute-ms, --params and --batch")
     if a.exposed_fraction is not None:
@@ -424,6 +428,8 @@ def main(argv=None):
     p.add_argument("--params", type=int, help="with --compute-ms: parameters")
     p.add_argument("--batch", type=int, help="with --compute-ms: per-rank batch of that compute")
     p.add_argument("--wire", choices=("fp32", "bf16"), default="fp32", help="with --compute-ms: gradient wire type")
+    p.add_argument("--gather", choices=("fp32", "bf16"), default="fp32",
+                   help="with --compute-ms: the parameters' all-gather type (bf16: precision.gather in a bf16 run)")
     p.add_argument("--optimizer-ms", type=float, default=0.0, help="with --compute-ms: AdamW at one rank")
     c = sub.choices["check"]
     c.add_argument("--runs", nargs="+", action="append", required=True, metavar=("LINK", "RUN"))

@@ -44,6 +44,14 @@ class Communicator {
   /// In-place all-gather: rank r's `count` elements sit at buf + r*count;
   /// afterwards every rank holds all world*count elements.
   virtual void all_gather(float* buf, int64_t count) = 0;
+  /// The same in-place all-gather of bfloat16 values (their 16-bit
+  /// patterns): the parameters gathered in the compute precision
+  /// (precision.gather = "compute", optim/compute_copy.hpp), half the bytes.
+  virtual void all_gather_bf16(uint16_t* buf, int64_t count) = 0;
+  /// In-place all-gather of blocks of different lengths: rank r's counts[r]
+  /// floats sit at buf + counts[0] + ... + counts[r-1]; afterwards every
+  /// rank holds all of them (the fp32 elements beside a compute copy).
+  virtual void all_gather_v(float* buf, const std::vector<int64_t>& counts) = 0;
 
   /// In-place average over ranks of `count` floats at `buf` (the unsharded
   /// gradient, dist.sharding = "none") on the device, without the host
@@ -68,7 +76,7 @@ class Communicator {
   /// the count and datatype arguments of each call: the whole send buffer of
   /// each reduce-scatter (sum(counts) elements of the wire type: 4 bytes
   /// each, 2 with bf16) and this rank's block of each all-gather (`count`
-  /// floats). How many bytes then cross the network depends on the
+  /// elements: 4 bytes each, 2 with all_gather_bf16). How many bytes then cross the network depends on the
   /// library's algorithm (a ring reduce-scatter sends (P-1)/P of the
   /// buffer); this counts what this rank handed over.
   int64_t bytes_sent() const { return bytes_sent_; }

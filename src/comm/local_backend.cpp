@@ -37,6 +37,8 @@ class LocalCommunicator final : public Communicator {
   }
   void wait(int) override {}
   void all_gather(float*, int64_t) override {}
+  void all_gather_bf16(uint16_t*, int64_t) override {}
+  void all_gather_v(float*, const std::vector<int64_t>&) override {}
   bool allreduce_mean_on_device(float*, int64_t) override { return true; }
   bool allreduce_sum_on_device(double*, int64_t) override { return true; }
 

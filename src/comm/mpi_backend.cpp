@@ -121,21 +121,24 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  void all_gather(float* buf, int64_t count) override {
-    const int64_t n = count * world().size;
+  void all_gather(float* buf, int64_t count) override { gather(buf, count, torch::kFloat32, MPI_FLOAT); }
+  void all_gather_bf16(uint16_t* buf, int64_t count) override { gather(buf, count, torch::kBFloat16, bf16_type_); }
+  void all_gather_v(float* buf, const std::vector<int64_t>& counts) override {
+    const World& w = world();
+    std::vector<int> n(counts.begin(), counts.end()), at(counts.size(), 0);
+    for (size_t r = 1; r < n.size(); ++r) at[r] = at[r - 1] + n[r - 1];
+    const int64_t total = at.back() + n.back();
     torch::Tensor host;
     float* target = buf;
-    if (where_.stage) {  // only this rank's block needs to go down
-      host = host_buffer(n);
-      const int64_t mine = count * world().rank;
-      host.narrow(0, mine, count).copy_(on_device(buf + mine, count));
+    if (where_.stage) {
+      host = host_buffer(total);
+      host.narrow(0, at[w.rank], n[w.rank]).copy_(on_device(buf + at[w.rank], n[w.rank]));
       target = host.data_ptr<float>();
     }
-    // In place: this rank's block is `count` elements of the receive type.
-    VK_CHECK(MPI, MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, target, static_cast<int>(count),
-                                MPI_FLOAT, MPI_COMM_WORLD));
-    if (where_.stage) on_device(buf, n).copy_(host);
-    bytes_sent_ += bytes_of(count, MPI_FLOAT);
+    VK_CHECK(MPI, MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, target, n.data(), at.data(), MPI_FLOAT,
+                                 MPI_COMM_WORLD));
+    if (where_.stage) on_device(buf, total).copy_(host);
+    bytes_sent_ += bytes_of(n[w.rank], MPI_FLOAT);
   }
 
  private:
@@ -198,6 +201,27 @@ class MpiCommunicator final : public Communicator {
       bytes_sent_ += bytes_of(total, MPI_FLOAT);
     }
     r.launched = true;
+  }
+
+  /// In place: rank r's `count` elements of `dtype` (MPI type `type`) at
+  /// buf + r*count are gathered on every rank; device memory goes through a
+  /// host copy, of which only this rank's block goes down.
+  void gather(void* buf, int64_t count, torch::ScalarType dtype, MPI_Datatype type) {
+    const int64_t n = count * world().size;
+    const auto opts = torch::TensorOptions().dtype(dtype);
+    torch::Tensor host;
+    void* target = buf;
+    if (where_.stage) {
+      host = torch::empty({n}, opts.pinned_memory(!where_.device.is_cpu()));
+      const int64_t mine = count * world().rank;
+      host.narrow(0, mine, count).copy_(torch::from_blob(buf, {n}, opts.device(where_.device)).narrow(0, mine, count));
+      target = host.data_ptr();
+    }
+    // In place: this rank's block is `count` elements of the receive type.
+    VK_CHECK(MPI, MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, target, static_cast<int>(count), type,
+                                MPI_COMM_WORLD));
+    if (where_.stage) torch::from_blob(buf, {n}, opts.device(where_.device)).copy_(host);
+    bytes_sent_ += bytes_of(count, type);
   }
 
   /// `n` floats of host memory, page-locked when the buffers are on a GPU

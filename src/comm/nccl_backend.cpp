@@ -188,20 +188,40 @@ class NcclCommunicator final : public Communicator {
     allreduce_in_place(buf, count, ncclFloat64, ncclSum, "allreduce_sum_on_device");
     return true;
   }
-  void all_gather(float* buf, int64_t count) override {
+  void all_gather(float* buf, int64_t count) override { gather(buf, count, ncclFloat32, sizeof(float)); }
+  void all_gather_bf16(uint16_t* buf, int64_t count) override { gather(buf, count, ncclBfloat16, 2); }
+  // NCCL has no all-gather of uneven blocks: one broadcast per rank, grouped.
+  void all_gather_v(float* buf, const std::vector<int64_t>& counts) override {
+    const World& w = world();
+    order_after_compute();
+    VK_CHECK(NCCL, ncclGroupStart());
+    int64_t at = 0;
+    for (int r = 0; r < static_cast<int>(counts.size()); ++r) {
+      if (counts[r] > 0)
+        VK_CHECK(NCCL, ncclBroadcast(buf + at, buf + at, static_cast<size_t>(counts[r]), ncclFloat32, r, comm_, stream_));
+      at += counts[r];
+    }
+    VK_CHECK(NCCL, ncclGroupEnd());
+    VK_CHECK(CUDA, cudaEventRecord(gathered_, stream_));
+    VK_CHECK(CUDA, cudaStreamWaitEvent(compute_stream(), gathered_, 0));
+    bytes_sent_ += counts[w.rank] * static_cast<int64_t>(sizeof(float));
+  }
+
+ private:
+  // In place on the collective stream (sendbuff == recvbuff + rank*count
+  // elements of `elem` bytes), the compute stream waiting for it.
+  void gather(void* buf, int64_t count, ncclDataType_t type, size_t elem) {
     const World& w = world();
     if (count < 0) internal_error("negative count in all_gather");
     if (count == 0) return;
     order_after_compute();
-    // In place: sendbuff == recvbuff + rank*sendcount.
-    VK_CHECK(NCCL, ncclAllGather(buf + static_cast<int64_t>(w.rank) * count, buf,
-                                 static_cast<size_t>(count), ncclFloat32, comm_, stream_));
+    char* base = static_cast<char*>(buf);
+    VK_CHECK(NCCL, ncclAllGather(base + static_cast<int64_t>(w.rank) * count * static_cast<int64_t>(elem), base,
+                                 static_cast<size_t>(count), type, comm_, stream_));
     VK_CHECK(CUDA, cudaEventRecord(gathered_, stream_));
     VK_CHECK(CUDA, cudaStreamWaitEvent(compute_stream(), gathered_, 0));
-    bytes_sent_ += count * static_cast<int64_t>(sizeof(float));  // the send count handed to NCCL
+    bytes_sent_ += count * static_cast<int64_t>(elem);  // the send count handed to NCCL
   }
-
- private:
   // In place on the collective stream, ordered after the compute stream's
   // work; the compute stream waits for it on the device (the optimizer reads it).
   void allreduce_in_place(void* buf, int64_t count, ncclDataType_t type, ncclRedOp_t op, const char* who) {

@@ -117,6 +117,8 @@ struct PathList {
     "\"auto\" (bf16 on a GPU and on CPUs with native bf16, AVX512_BF16 or AMX; fp32 elsewhere; a resumed run keeps its checkpoint's), \"bf16\" (autocast matmuls) or \"fp32\"") \
   X(precision, reduce, Precision, Precision::Fp32,                                                 \
     "gradient reduce-scatter type: \"fp32\", \"bf16\", or \"auto\" (the compute precision chosen)") \
+  X(precision, gather, Precision, Precision::Auto,                                                 \
+    "parameter all-gather after the sharded step: \"auto\" (the compute precision; in bf16 the forward reads a bf16 copy gathered at half the bytes), \"bf16\" or \"fp32\" (autocast casts the weights)") \
   X(checkpoint, every_steps, int64_t, 1000, "write out_dir/checkpoint.h5 every N steps (0 = only at the end)") \
   X(checkpoint, keep, int64_t, 2, "checkpoints kept as out_dir/checkpoint-step<N>.h5 (the newest is also checkpoint.h5)") \
   X(checkpoint, resume, ResumeFrom, ResumeFrom{}, "\"auto\" (newest good checkpoint in out_dir), \"never\", or a PATH")

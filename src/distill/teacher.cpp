@@ -98,9 +98,13 @@ class CheckpointTeacher : public Teacher {
         }
   }
   torch::Tensor logits(const torch::Tensor& x) override {
-    torch::NoGradGuard ng;
-    AutocastBf16 ac(bf16_, device_);
-    return model_->forward(x).prediction().to(torch::kFloat32);
+    torch::Tensor out;
+    {
+      c10::InferenceMode frozen;  // no autograd records, version counters or saved activations
+      AutocastBf16 ac(bf16_, device_);
+      out = model_->forward(x).prediction().to(torch::kFloat32);
+    }
+    return out.clone();  // a normal tensor: the loss may save it for backward, an inference tensor not
   }
   void to(const torch::Device& d) override {
     model_->to(d);
@@ -110,10 +114,12 @@ class CheckpointTeacher : public Teacher {
   double forward_flops() const override { return info_.spec.forward_flops(); }
   std::string describe() const override {
     // An imported checkpoint (analysis/vitkd_import.py) was never evaluated by vitkd.
-    if (info_.test_top1 < 0) return info_.spec.describe() + " from " + path_ + " (not evaluated by vitkd)";
+    // The fp32 checkpoint's matrix weights, cast once at load in a bf16 run.
+    const std::string cast = bf16_ ? "; its fp32 matrix weights cast to bf16 once, at load" : "";
+    if (info_.test_top1 < 0) return info_.spec.describe() + " from " + path_ + " (not evaluated by vitkd)" + cast;
     char b[64];
     std::snprintf(b, sizeof b, "%.4f", info_.test_top1);
-    return info_.spec.describe() + " from " + path_ + " (test top-1 " + b + ")";
+    return info_.spec.describe() + " from " + path_ + " (test top-1 " + b + ")" + cast;
   }
   std::string identity() const override { return id_; }
 
@@ -224,14 +230,17 @@ class TorchScriptTeacher : public Teacher {
 
  private:
   torch::Tensor run(const torch::Tensor& x, bool bf16) {
-    torch::NoGradGuard ng;
-    AutocastBf16 ac(bf16, device_);
-    std::vector<torch::jit::IValue> in{x};
-    torch::jit::IValue out = module_.forward(in);
+    torch::jit::IValue out;
+    {
+      c10::InferenceMode frozen;  // as CheckpointTeacher::logits
+      AutocastBf16 ac(bf16, device_);
+      std::vector<torch::jit::IValue> in{x};
+      out = module_.forward(in);
+    }
     if (!out.isTensor())
       throw UserError("forward returns " + out.tagKind() +
                       ", not a tensor of logits; make forward return the logits [N,K]");
-    return out.toTensor();
+    return out.toTensor().clone();  // a normal tensor (see CheckpointTeacher::logits)
   }
 
   std::string path_;

@@ -146,6 +146,7 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
       h5_attr_write(file_, "compute", std::string(choice_name(a.compute)));
       h5_attr_write(file_, "eval_split", std::string(choice_name(a.eval_split)));
       h5_attr_write(file_, "input_transfer", std::string(choice_name(a.input_transfer)));
+      h5_attr_write(file_, "all_gather_bytes", a.all_gather_bytes);
       cpu_times(&last_user_, &last_sys_);
       return;
     }
@@ -172,6 +173,7 @@ TimingLog::TimingLog(const std::string& path, const TimingLogAttrs& a, int64_t f
   h5_attr_write(file_, "eval_split", std::string(choice_name(a.eval_split)));
   h5_attr_write(file_, "threads_per_rank", a.threads_per_rank);
   h5_attr_write(file_, "input_transfer", std::string(choice_name(a.input_transfer)));
+  h5_attr_write(file_, "all_gather_bytes", a.all_gather_bytes);
   const hsize_t P = w.size, F = kNumPhases;
   create_extendible(file_, "/step_seconds", H5T_NATIVE_DOUBLE, {P, F});
   {

@@ -18,7 +18,8 @@
 //   input_transfer ("float32" | "uint8": data.transfer as resolved),
 //   compute ("bf16" | "fp32": the precision the run computed in; after a resume
 //   in another precision, that of the run that appended last, as are the two
-//   gemm ceilings), threads_per_rank
+//   gemm ceilings), threads_per_rank, all_gather_bytes (this rank's bytes handed to
+//   the parameters' all-gathers per step; as compute, the last run's)
 // Rows are buffered and appended every `flush_every` steps: the datasets are
 // extended collectively, each rank writes its own [k, 1, phases] hyperslab,
 // rank 0 writes the metrics.
@@ -46,6 +47,10 @@ struct TimingLogAttrs {
   Precision compute = Precision::Bf16;  ///< the precision the run computes in: Bf16 | Fp32
   EvalSplit eval_split = EvalSplit::Test;  ///< the split of /eval/test_top1 (data.eval_split)
   InputTransfer input_transfer = InputTransfer::Float32;  ///< data.transfer as resolved: Float32 | Uint8
+  /// Bytes of this rank's blocks handed to the parameters' all-gathers per
+  /// step (ZeRO-1; half the fp32 figure, plus the fp32 norms, with
+  /// precision.gather = bf16; 0 unsharded).
+  int64_t all_gather_bytes = 0;
 };
 
 /// One step's global metrics (the same on every rank; counters summed over ranks).

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "comm/world.hpp"
+#include "util/error.hpp"
 #include "util/strings.hpp"
 #include "util/timing.hpp"
 
@@ -127,6 +128,14 @@ PrecisionChoice decide_precision(Precision compute, Precision reduce, bool gpu, 
   }
   p.reduce = reduce == Precision::Auto ? p.compute : reduce;
   return p;
+}
+
+void resolve_gather(Precision requested, PrecisionChoice& p) {
+  if (requested == Precision::Bf16 && !p.bf16())
+    throw UserError(setting_text("precision.gather", Precision::Bf16) + " gathers a bf16 copy for bf16 compute, and "
+                    "this run computes in fp32 (precision.compute, " + p.why + "); set " +
+                    setting_text("precision.gather", Precision::Auto) + " or precision.compute = \"bf16\"");
+  p.gather = requested == Precision::Auto ? p.compute : requested;
 }
 
 PrecisionChoice choose_precision(Precision compute, Precision reduce, const torch::Device& device) {

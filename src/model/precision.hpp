@@ -46,6 +46,9 @@ struct PrecisionChoice {
   Precision compute = Precision::Fp32;    ///< what runs: Bf16 | Fp32
   Precision reduce = Precision::Fp32;     ///< gradient reduce-scatter type: Bf16 | Fp32
   Precision reduce_requested = Precision::Fp32;  ///< precision.reduce as configured (Auto: follows compute)
+  /// The parameters' all-gather and the copy the forward pass reads
+  /// (precision.gather, resolved by resolve_gather): Bf16 | Fp32.
+  Precision gather = Precision::Fp32;
   bool native_bf16 = false;    ///< the rule: this CPU (every rank's) has native bf16 products; true on a GPU
   double bf16_over_fp32 = 0;   ///< probe's bf16/fp32 matrix-product rate ratio (0 = not probed)
   double probe_seconds = 0;    ///< wall time of the probe on this rank (0 = not probed)
@@ -82,6 +85,10 @@ PrecisionChoice decide_precision(Precision compute, Precision reduce, bool gpu, 
 /// reported). Prints nothing: the caller echoes `why` and warns with
 /// precision_warning().
 PrecisionChoice choose_precision(Precision compute, Precision reduce, const torch::Device& device);
+
+/// Resolves precision.gather against the compute precision chosen: "auto"
+/// follows it; "bf16" with fp32 compute is a UserError naming the keys.
+void resolve_gather(Precision requested, PrecisionChoice& p);
 
 /// One warning line for an explicit "bf16" that the hardware does not speed
 /// up, or for an "auto" whose probe contradicts the rule ("" when there is

@@ -94,7 +94,7 @@ torch::Tensor PatchEmbedImpl::forward(const torch::Tensor& x) {
   auto patches = x.reshape({B, C, H / p, p, W / p, p})
                      .permute({0, 2, 4, 1, 3, 5})
                      .reshape({B, (H / p) * (W / p), C * p * p});
-  return proj(patches);
+  return torch::linear(patches, operand(compute, proj->weight), operand(compute, proj->bias));
 }
 
 AttentionImpl::AttentionImpl(int64_t dim, int64_t heads_)
@@ -114,7 +114,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
     // Rows [0, D) of the qkv weight make the queries, rows [D, 3D) keys and values:
     // slices of the same parameter, so its gradient lands where the full path puts it.
     Q = queries;
-    auto w = qkv->weight, b = qkv->bias;
+    auto w = operand(compute, qkv->weight), b = operand(compute, qkv->bias);
     q = torch::linear(x.narrow(1, 0, Q), w.narrow(0, 0, D), b.narrow(0, 0, D))
             .reshape({B, Q, heads, hd}).transpose(1, 2).reshape({B * heads, Q, hd});
     auto kv = torch::linear(x, w.narrow(0, D, 2 * D), b.narrow(0, D, 2 * D))
@@ -122,7 +122,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
     k = kv[0].reshape({B * heads, T, hd});
     v = kv[1].reshape({B * heads, T, hd});
   } else {
-    auto qkv_ = qkv(x).reshape({B, T, 3, heads, hd}).permute({2, 0, 3, 1, 4}).contiguous();
+    auto qkv_ = torch::linear(x, operand(compute, qkv->weight), operand(compute, qkv->bias)).reshape({B, T, 3, heads, hd}).permute({2, 0, 3, 1, 4}).contiguous();
     q = qkv_[0].reshape({B * heads, T, hd});
     k = qkv_[1].reshape({B * heads, T, hd});
     v = qkv_[2].reshape({B * heads, T, hd});
@@ -132,14 +132,18 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
     // memory-efficient attention on a GPU; no [Q, T] score matrix is kept.
     auto o = fused_attention(q.view({B, heads, Q, hd}), k.view({B, heads, T, hd}), v.view({B, heads, T, hd}),
                              scale_folded ? 1.0 : scale);
-    return proj(o.transpose(1, 2).reshape({B, Q, D}));
+    return out_proj(o.transpose(1, 2).reshape({B, Q, D}));
   }
   // (scale q) k^T, the order of analysis/vitkd_model.py, so that the two agree
   // to the last bit in fp32.
   auto scores = torch::bmm(scale_folded ? q : q * scale, k.transpose(1, 2));  // [B*H,Q,T]
   auto out = torch::bmm(scores.softmax(-1), v)                                  // [B*H,Q,hd]
                  .view({B, heads, Q, hd}).transpose(1, 2).reshape({B, Q, D});
-  return proj(out);
+  return out_proj(out);
+}
+
+torch::Tensor AttentionImpl::out_proj(const torch::Tensor& x) {
+  return torch::linear(x, operand(compute, proj->weight), operand(compute, proj->bias));
 }
 
 void AttentionImpl::fold_scale_into_queries() {
@@ -158,7 +162,8 @@ MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   // fc1's bias is added inside the GELU kernel (model/gelu.hpp, bias_gelu).
-  return fc2(vitkd::bias_gelu(torch::linear(x, fc1->weight), fc1->bias));
+  return torch::linear(vitkd::bias_gelu(torch::linear(x, operand(compute, fc1->weight)), fc1->bias),
+                       operand(compute, fc2->weight), operand(compute, fc2->bias));
 }
 
 BlockImpl::BlockImpl(int64_t dim, int64_t heads, int64_t hidden, double norm_eps) {
@@ -247,6 +252,34 @@ void ViTImpl::set_attention(AttentionKernel k) {
     if (auto* a = m->as<Attention>()) a->kernel = k;
 }
 
+std::vector<torch::Tensor> ViTImpl::matrix_operands() {
+  std::vector<torch::Tensor> out{patch_embed->proj->weight, patch_embed->proj->bias};
+  for (const auto& m : *blocks) {
+    const auto* b = m->as<Block>();
+    for (const auto* lin : {b->attn->qkv.get(), b->attn->proj.get(), b->mlp->fc2.get()}) {
+      out.push_back(lin->weight);
+      out.push_back(lin->bias);
+    }
+    out.push_back(b->mlp->fc1->weight);  // fc1's bias is added in fp32 by bias_gelu
+  }
+  for (const auto& lin : {head, head_dist})
+    if (lin) {
+      out.push_back(lin->weight);
+      out.push_back(lin->bias);
+    }
+  return out;
+}
+
+void ViTImpl::use_compute_weights(const ComputeWeights* cw) {
+  compute = cw;
+  patch_embed->compute = cw;
+  for (const auto& m : *blocks) {
+    auto* b = m->as<Block>();
+    b->attn->compute = cw;
+    b->mlp->compute = cw;
+  }
+}
+
 ViTOutput ViTImpl::forward(const torch::Tensor& images, bool all_tokens, const DropPathScales* drop) {
   const int64_t B = images.size(0);
   auto x = patch_embed(images);  // [B,N,D]
@@ -266,8 +299,10 @@ ViTOutput ViTImpl::forward(const torch::Tensor& images, bool all_tokens, const D
                                         dropping ? drop->attn[i] : none, dropping ? drop->mlp[i] : none);
   x = norm(x);
   ViTOutput out;
-  out.logits = head(x.select(1, 0));
-  if (spec.dist_token) out.dist_logits = head_dist(x.select(1, 1));
+  out.logits = torch::linear(x.select(1, 0), operand(compute, head->weight), operand(compute, head->bias));
+  if (spec.dist_token)
+    out.dist_logits =
+        torch::linear(x.select(1, 1), operand(compute, head_dist->weight), operand(compute, head_dist->bias));
   return out;
 }
 

@@ -11,6 +11,7 @@
 // Token order is [cls, dist, patches] (DeiT); T = 1 (+1) + (S/p)^2.
 #include <torch/torch.h>
 
+#include "model/compute_weights.hpp"
 #include "model/drop_path.hpp"
 #include "optim/flat_params.hpp"
 
@@ -99,6 +100,7 @@ struct PatchEmbedImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  ///< [B,C,H,W] -> [B,N,D]
   int64_t patch;
   torch::nn::Linear proj{nullptr};
+  const ComputeWeights* compute = nullptr;  ///< the operands' compute copies (ViTImpl::use_compute_weights)
 };
 TORCH_MODULE(PatchEmbed);
 
@@ -112,11 +114,14 @@ struct AttentionImpl : torch::nn::Module {
   /// when scale is a power of two (head size 4, 16, 64, 256, ...), otherwise
   /// equal up to rounding. Never call it on a model that is trained or saved.
   void fold_scale_into_queries();
+  /// proj(x), reading the operands through `compute`.
+  torch::Tensor out_proj(const torch::Tensor& x);
   int64_t heads;
   double scale;
   bool scale_folded = false;  ///< set by fold_scale_into_queries()
   AttentionKernel kernel = AttentionKernel::Auto;
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
+  const ComputeWeights* compute = nullptr;
 };
 TORCH_MODULE(Attention);
 
@@ -124,6 +129,7 @@ struct MlpImpl : torch::nn::Module {
   MlpImpl(int64_t dim, int64_t hidden);
   torch::Tensor forward(const torch::Tensor& x);
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  const ComputeWeights* compute = nullptr;
 };
 TORCH_MODULE(Mlp);
 
@@ -151,6 +157,13 @@ struct ViTImpl : torch::nn::Module, DecayScoped {
   ViTOutput forward(const torch::Tensor& images, bool all_tokens = false, const DropPathScales* drop = nullptr);
   /// Every block's attention computes with `k` (model.attention).
   void set_attention(AttentionKernel k);
+  /// The parameters the forward pass reads as matrix-product operands (the
+  /// weights and biases of every Linear but fc1's bias, which bias_gelu adds
+  /// in fp32): the ones autocast casts, and so the ones with compute copies.
+  std::vector<torch::Tensor> matrix_operands();
+  /// From now on the forward pass reads those operands through `cw` (null:
+  /// the parameters themselves); `cw` must outlive the model's use of it.
+  void use_compute_weights(const ComputeWeights* cw);
   /// spec.init = TruncNormal: normal(0, 0.02) clipped to +-2 sigma for every
   /// weight, the tokens and the position embedding; zero biases; unit norms.
   /// spec.init = Torch: what a plain PyTorch ViT gets from its modules'
@@ -170,6 +183,7 @@ struct ViTImpl : torch::nn::Module, DecayScoped {
   torch::nn::ModuleList blocks{nullptr};
   torch::nn::LayerNorm norm{nullptr};
   torch::nn::Linear head{nullptr}, head_dist{nullptr};
+  const ComputeWeights* compute = nullptr;
 };
 TORCH_MODULE(ViT);
 

@@ -8,7 +8,7 @@ namespace vitkd {
 
 ShardedAdamW::ShardedAdamW(FlatParams& flat, torch::nn::Module& module, Communicator& comm,
                            int rank, const BucketOptions& bopt)
-    : flat_(flat), comm_(comm), sharded_(bopt.sharded),
+    : flat_(flat), comm_(comm), sharded_(bopt.sharded), rank_(rank),
       shard_(bopt.sharded ? flat.shard(rank) : Shard{0, flat.padded}),
       opt_(shard_, flat.params.device(), bopt.kernel) {
   if (sharded_) {
@@ -28,7 +28,28 @@ MemoryFootprint ShardedAdamW::memory() const {
   m.parameters = flat_.params.numel() * f32;
   m.gradients = (flat_.grads.numel() + (grad_shard_.defined() ? grad_shard_.numel() : 0)) * f32;
   m.optimizer = opt_.state_bytes();
+  m.compute_copy = compute_ ? compute_->bytes() : 0;
   return m;
+}
+
+const ComputeWeights& ShardedAdamW::enable_compute_copy(const std::vector<torch::Tensor>& operands) {
+  compute_ = std::make_unique<ComputeCopy>(flat_, operands);
+  return compute_->weights();
+}
+
+void ShardedAdamW::parameters_changed() {
+  if (compute_) compute_->refresh();
+}
+
+void ShardedAdamW::gather_fp32(PhaseTimes* times) {
+  if (!compute_ || !sharded_) return;
+  ScopedPhase ph(times, Phase::AllGather);
+  comm_.all_gather(flat_.params.data_ptr<float>(), shard_.size);
+}
+
+int64_t ShardedAdamW::all_gather_bytes() const {
+  if (!sharded_) return 0;
+  return compute_ ? std::llround(compute_->gather_bytes()) : shard_.size * static_cast<int64_t>(sizeof(float));
 }
 
 int64_t ShardedAdamW::bucket_count() const { return buckets_ ? buckets_->count() : 1; }
@@ -64,9 +85,14 @@ torch::Tensor ShardedAdamW::step_async(const AdamWHyper& h, double clip, PhaseTi
     opt_.step(flat_.params.narrow(0, shard_.offset, shard_.size), grad,
               flat_.decay_mask.narrow(0, shard_.offset, shard_.size), gate, h);
   }
-  if (!sharded_) return norm;
+  if (!sharded_ && !compute_) return norm;
   ScopedPhase ph(times, Phase::AllGather);
-  comm_.all_gather(flat_.params.data_ptr<float>(), shard_.size);
+  if (!sharded_)
+    compute_->refresh();
+  else if (compute_)
+    compute_->gather(comm_, shard_, rank_);
+  else
+    comm_.all_gather(flat_.params.data_ptr<float>(), shard_.size);
   return norm;
 }
 

@@ -203,6 +203,8 @@ void report_run(TrainSetup& s, const RunState& st, const RunTiming& t,
         .set("compute_requested", s.precision.requested)
         .set("compute_reason", s.precision.why)
         .set("reduce", s.precision.reduce)
+        .set("gather", s.precision.gather)
+        .set("all_gather_bytes_per_step", s.opt->all_gather_bytes())
         .set("bf16_over_fp32_gemm", s.precision.bf16_over_fp32)
         .set("mfu", mfu > 1 ? NAN : mfu)
         .set("gemm_flops_per_core", s.gemm_ceiling)

@@ -110,6 +110,7 @@ CheckpointInfo apply_resume(const std::string& path, TrainSetup& s, RunState& st
   OptimizerShard os{s.flat->numel, s.flat->padded, s.opt->shard(), hm.m.data_ptr<float>(),
                     hm.v.data_ptr<float>(), adam.steps()};
   static_cast<TrainState&>(st) = load_training_checkpoint(path, s.student, os, w.rank, w.size);
+  s.opt->parameters_changed();  // the bf16 copy of the loaded weights
   hm.store(adam);
   if (st.global_batch != plan.global_batch) {
     const bool fits = st.global_batch % w.size == 0;
@@ -231,6 +232,7 @@ std::string write_run_checkpoint(CheckpointKind kind, TrainSetup& s,
     out.pool_logits = pool.logits();
     out.pool_logits.resize(out.pool_index.size() * out.logit_dim, 0.0f);
   }
+  s.opt->gather_fp32();  // every rank's fp32 weights whole (a compute copy leaves them stale)
   AdamW& adam = s.opt->adamw();
   HostMoments hm(adam);
   save_training_checkpoint(path, s.student, info, out,

@@ -23,13 +23,6 @@
 namespace vitkd {
 namespace {
 
-// A warning about the whole run (every rank calls it): printed by rank 0.
-void warn_once(const std::string& msg) {
-  if (!world().root()) return;
-  std::fprintf(stderr, "vitkd: warning: %s\n", msg.c_str());
-  std::fflush(stderr);
-}
-
 // Creates out_dir on rank 0 and checks that every rank can write there.
 void prepare_out_dir(const std::string& dir) {
   int ok = 1;
@@ -120,65 +113,6 @@ void plan_schedule(TrainPlan& p, const Config& cfg, int64_t train_size, int64_t 
                                      cfg.train_max_steps > 0 ? double(cfg.train_max_steps) * p.global_batch
                                                              : 1e300);
   p.warmup_samples = double(cfg.optim_warmup_steps) * p.global_batch;
-}
-
-void echo_start(const Config& cfg, const std::string& origin, const TrainSetup& s, bool kept_memory) {
-  const DatasetMeta& meta = s.meta;
-  log0("vitkd %s: %s on %d rank(s), %lld thread(s) per rank, compute %s (%s); host kernels: Kokkos %s\n",
-       VITKD_VERSION, choice_name(cfg.run_mode), world().size, (long long)s.plan.threads,
-       choice_name(s.precision.compute), s.precision.why.c_str(), kokkos_describe().c_str());
-  log0("device: %s on rank 0\n", s.device.describe().c_str());
-  log0("---- configuration (%s) ----\n%s----\n", origin.c_str(), s.config_text.c_str());
-  log0("allocator: %s\n", kept_memory ? "freed memory stays in the process (no heap trimming)"
-                                       : "left as configured (GLIBC_TUNABLES/MALLOC_* set, or not glibc)");
-  log0("data: %s: %lld train, %lld val, %lld test, %lldx%lldx%lld, %lld classes; evaluations on %s\n",
-       meta.path.c_str(), (long long)meta.train_size, (long long)meta.val_size, (long long)meta.test_size,
-       (long long)meta.height, (long long)meta.width, (long long)meta.channels, (long long)meta.num_classes,
-       choice_name(cfg.data_eval_split));
-  log0("views: %s\n", transform_text(s.plan.augment, meta.height, meta.width).c_str());
-}
-
-void echo_model(const Config& cfg, const TrainSetup& s) {
-  const MemoryFootprint mem = s.opt->memory();
-  const Shard& shard = s.opt->shard();
-  log0("%s: %s\n", s.plan.distilling() ? "student" : "model", s.spec.describe().c_str());
-  if (!cfg.model_sources.empty()) log0("model keys: %s\n", cfg.model_sources.c_str());
-  log0("attention: %s; stochastic depth: ",
-       describe(attention_runs(s.plan.attention, s.plan.device.is_cuda(), s.plan.bf16)).c_str());
-  if (s.plan.drop_path.enabled())
-    log0("drop_path %g (block i of %lld drops a branch with probability %g * i / %lld)\n", cfg.model_drop_path,
-         (long long)s.spec.depth, cfg.model_drop_path, (long long)std::max<int64_t>(1, s.spec.depth - 1));
-  else
-    log0("off\n");
-  // What runs: the sharded path reduce-scatters in precision.reduce; the
-  // unsharded one allreduces fp32 (validate_config refuses bf16 there).
-  const std::string reduce =
-      s.opt->sharded() ? std::string(choice_name(s.precision.reduce)) + " reduce-scatter" : "fp32 allreduce";
-  log0("communication: %s backend, %s, %lld gradient bucket(s) of <= %.1f MB, %s, overlap %s\n",
-       s.comm->name().c_str(), s.opt->sharded() ? "ZeRO-1 sharded AdamW" : "allreduce (unsharded)",
-       (long long)s.opt->bucket_count(), cfg.dist_bucket_mb, reduce.c_str(), cfg.dist_overlap ? "on" : "off");
-  log0("memory per rank: parameters %lld B, gradients %lld B, optimizer state %lld B (shard %lld of %lld elements)\n",
-       (long long)mem.parameters, (long long)mem.gradients, (long long)mem.optimizer,
-       (long long)shard.size, (long long)s.flat->padded);
-}
-
-void echo_sifting(const Config& cfg, const TrainPlan& p) {
-  if (!p.sift) return;
-  log0("sifting: beta %.2f (expected kept fraction %.2f), history %lld + the global batch of %lld, "
-       "from step %lld, criterion %s, scope %s\n",
-       cfg.sift_beta, 1.0 / (1.0 + cfg.sift_beta), (long long)cfg.sift_history,
-       (long long)p.global_batch, (long long)cfg.sift_delay,
-       p.criterion == SiftCriterion::Distillation ? "kd (teacher on every sample)"
-                                                  : "ce (teacher on kept samples only)",
-       p.sift == SiftScope::Teacher ? "teacher (every sample trains; only kept samples get the teacher's targets)"
-       : p.sift_pass == SiftPass::InForward ? "sample (only kept samples train), ranked in the training forward"
-                                            : "sample (only kept samples train), ranked in a separate pass");
-  // Ranked mostly against its own batch, a sample's percentile is a rank
-  // within the batch, not within the recent history the rule is about.
-  if (cfg.sift_history < 2 * p.global_batch)
-    warn_once("sift.history = " + std::to_string(cfg.sift_history) + " is shorter than 2 global batches (2 x " +
-              std::to_string(p.global_batch) + " samples): each sample is ranked mostly against its own "
-              "batch; raise sift.history to at least " + std::to_string(2 * p.global_batch));
 }
 
 // distill.teacher_cache with augmentation, or with a teacher-view cache file:
@@ -422,6 +356,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   torch::set_num_threads(static_cast<int>(plan.threads));
   s.precision = choose_precision(cfg.precision_compute, cfg.precision_reduce, plan.device);
   keep_resumed_precision(s.checkpoint, s.run.out_dir, s.precision);
+  resolve_gather(cfg.precision_gather, s.precision);
   plan.bf16 = s.precision.bf16();
   // The unsharded path allreduces fp32 (validate_config refuses an explicit
   // bf16 there), so "auto" means fp32 for it.
@@ -461,6 +396,8 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   bopt.overlap = cfg.dist_overlap;
   bopt.sharded = cfg.dist_sharding == Sharding::Zero1;
   s.opt = std::make_unique<ShardedAdamW>(*s.flat, *s.student, *s.comm, w.rank, bopt);
+  if (s.precision.gather == Precision::Bf16)  // the forward reads the bf16 copy (optim/compute_copy.hpp)
+    s.student->use_compute_weights(&s.opt->enable_compute_copy(s.student->matrix_operands()));
   echo_model(cfg, s);
 
   // ---- data ------------------------------------------------------------------
@@ -487,6 +424,7 @@ std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string&
   ta.parameters = s.spec.parameter_count();
   ta.teacher_parameters = plan.distilling() ? s.teacher->parameters() : 0;
   ta.bytes_per_rank = s.opt->memory().total();
+  ta.all_gather_bytes = s.opt->all_gather_bytes();
   ta.threads_per_rank = plan.threads;
   ta.flops_per_sample = s.flops_per_sample;
   ta.gemm_bf16_flops_per_core = s.gemm_ceiling;

@@ -145,4 +145,11 @@ LoopSpec loop_spec(const Config& cfg);              ///< train.* cadences, disti
 /// config file. train_main() runs the job on what it returns.
 std::unique_ptr<TrainSetup> setup_training(const Config& cfg, const std::string& origin);
 
+// The start-up lines (train/setup_echo.cpp), rank 0's.
+/// A warning about the whole run (every rank calls it): printed by rank 0.
+void warn_once(const std::string& msg);
+void echo_start(const Config& cfg, const std::string& origin, const TrainSetup& s, bool kept_memory);
+void echo_model(const Config& cfg, const TrainSetup& s);
+void echo_sifting(const Config& cfg, const TrainPlan& p);
+
 }  // namespace vitkd

@@ -45,3 +45,11 @@ int MPI_Allgather(const void* send, int send_count, MPI_Datatype send_type, void
                                       : int64_t(send_count) * type_bytes(send_type);
   return PMPI_Allgather(send, send_count, send_type, recv, recv_count, recv_type, comm);
 }
+int MPI_Allgatherv(const void* send, int send_count, MPI_Datatype send_type, void* recv, const int recv_counts[],
+                   const int displs[], MPI_Datatype recv_type, MPI_Comm comm) {
+  int rank = 0;
+  PMPI_Comm_rank(comm, &rank);
+  g_mpi_bytes += send == MPI_IN_PLACE ? int64_t(recv_counts[rank]) * type_bytes(recv_type)
+                                      : int64_t(send_count) * type_bytes(send_type);
+  return PMPI_Allgatherv(send, send_count, send_type, recv, recv_counts, displs, recv_type, comm);
+}

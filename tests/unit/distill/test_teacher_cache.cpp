@@ -100,6 +100,7 @@ TEST(TeacherCache, FileLoadsOnlyForTheSameTeacherAndDataset) {
 #include "distill/teacher.hpp"
 #include "io/checkpoint.hpp"
 #include "train/setup.hpp"
+#include "util/torch_compat.hpp"
 
 namespace {
 // A tiny ViT with the weights of `seed`, saved as a vitkd checkpoint at `path`.
@@ -126,15 +127,51 @@ DatasetMeta tiny_meta() {
   d.std = {0.25};
   return d;
 }
-std::unique_ptr<Teacher> teacher_of(std::vector<std::string> paths, double tau = 4.0) {
+std::unique_ptr<Teacher> teacher_of(std::vector<std::string> paths, double tau = 4.0, bool bf16 = false) {
   Config cfg;
   cfg.run_mode = RunMode::Distill;
   cfg.teacher_checkpoint.paths = std::move(paths);
   cfg.distill_temperature = tau;
   cfg.model_image_size = tiny_meta().height;  // the student's views: the stored size
-  return make_teacher(teacher_spec(cfg, /*bf16=*/false), tiny_meta());
+  return make_teacher(teacher_spec(cfg, bf16), tiny_meta());
 }
 }  // namespace
+
+// A frozen vitkd teacher runs in inference mode on weights cast once: its
+// logits are those of the checkpoint's model under autocast within rounding
+// (fp32 and bf16), and come back as ordinary tensors a loss may save for
+// backward.
+TEST(Teacher, FrozenTeacherGivesAutocastsLogitsAsOrdinaryTensors) {
+  TempDir tmp;
+  const std::string a = tmp / "a.h5";
+  save_tiny_teacher(a, 1);
+  ViT ref(read_checkpoint_info(a).spec);
+  load_checkpoint_weights(a, ref);
+  ref->eval();
+  torch::manual_seed(9);
+  const torch::Tensor x = torch::randn({6, 1, 8, 8});
+  for (bool bf16 : {false, true}) {
+    auto t = teacher_of({a}, 4.0, bf16);
+    torch::Tensor want;
+    {
+      torch::NoGradGuard ng;
+      AutocastBf16 ac(bf16);
+      want = ref->forward(x).prediction().to(torch::kFloat32);
+    }
+    const torch::Tensor got = t->logits(x);
+    EXPECT_FALSE(got.is_inference()) << "bf16 " << bf16;
+    // Within rounding: the teacher folds the attention scale into its query
+    // weights, bitwise only for power-of-two scales (this one is 8^-0.5).
+    const double diff = (got - want).abs().max().item<double>(), scale = want.abs().max().item<double>();
+    EXPECT_LE(diff, (bf16 ? 1e-2 : 1e-5) * scale) << "bf16 " << bf16;
+    // As the distillation loss uses it: a target saved for the student's backward.
+    const torch::Tensor s = torch::randn({6, 4}, torch::requires_grad());
+    torch::nn::functional::kl_div(torch::log_softmax(s, 1), torch::softmax(got, 1),
+                                  torch::nn::functional::KLDivFuncOptions().reduction(torch::kBatchMean))
+        .backward();
+    EXPECT_TRUE(s.grad().defined());
+  }
+}
 
 // teacher.checkpoint = [a, b]: the soft targets (softmax at tau) are the mean
 // of the members' own; the hard target is that mean's argmax.
