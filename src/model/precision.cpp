@@ -134,7 +134,8 @@ void resolve_gather(Precision requested, PrecisionChoice& p) {
   if (requested == Precision::Bf16 && !p.bf16())
     throw UserError(setting_text("precision.gather", Precision::Bf16) + " gathers a bf16 copy for bf16 compute, and "
                     "this run computes in fp32 (precision.compute, " + p.why + "); set " +
-                    setting_text("precision.gather", Precision::Auto) + " or precision.compute = \"bf16\"");
+                    setting_text("precision.gather", Precision::Auto) + " or " +
+                    setting_text("precision.compute", Precision::Bf16));
   p.gather = requested == Precision::Auto ? p.compute : requested;
 }
 

@@ -11,7 +11,7 @@
 // Token order is [cls, dist, patches] (DeiT); T = 1 (+1) + (S/p)^2.
 #include <torch/torch.h>
 
-#include "model/compute_weights.hpp"
+#include "optim/compute_weights.hpp"
 #include "model/drop_path.hpp"
 #include "optim/flat_params.hpp"
 

@@ -6,7 +6,7 @@
 // shard only. Instead of all-gathering them in fp32, the rank casts its
 // shard to bf16 and the ranks all-gather that bf16 copy: half the bytes.
 // The forward pass reads the matrix products' operands from the copy
-// (model/compute_weights.hpp), so nothing casts a weight in forward or
+// (optim/compute_weights.hpp), so nothing casts a weight in forward or
 // backward. The parameters it does not read as operands (norms, tokens, the
 // position embedding, fc1's bias) keep their fp32 values on every rank
 // through a second, small fp32 all-gather of just those elements.
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
-#include "model/compute_weights.hpp"
+#include "optim/compute_weights.hpp"
 #include "optim/flat_params.hpp"
 
 namespace vitkd {

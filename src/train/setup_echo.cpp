@@ -52,7 +52,8 @@ void echo_model(const Config& cfg, const TrainSetup& s) {
        "%lld B all-gathered per step\n",
        s.comm->name().c_str(), s.opt->sharded() ? "ZeRO-1 sharded AdamW" : "allreduce (unsharded)",
        (long long)s.opt->bucket_count(), cfg.dist_bucket_mb, reduce.c_str(), cfg.dist_overlap ? "on" : "off",
-       s.opt->has_compute_copy() ? "read from a bf16 copy" : "fp32", (long long)s.opt->all_gather_bytes());
+       s.opt->has_compute_copy() ? "read from a bf16 copy" : choice_name(Precision::Fp32),
+       (long long)s.opt->all_gather_bytes());
   log0("memory per rank: parameters %lld B, gradients %lld B, optimizer state %lld B (shard %lld of %lld elements)\n",
        (long long)mem.parameters, (long long)mem.gradients, (long long)mem.optimizer,
        (long long)shard.size, (long long)s.flat->padded);

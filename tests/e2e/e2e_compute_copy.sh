@@ -7,7 +7,8 @@
 #                                     step evaluations, once with the copy ("auto") and once
 #                                     with fp32 gathers: bitwise the same checkpoint (model and
 #                                     optimizer), losses and evaluations; result.json and
-#                                     timing.h5 name the gather and its bytes, fewer with the copy
+#                                     timing.h5 name the gather and its bytes, fewer with the copy;
+#                                     the start-up lines name the copy and the teacher's one cast
 #   copy_resume_is_bit_identical      preempted and resumed with the copy == uninterrupted
 #   fp32_compute_is_unchanged         precision.compute = "fp32": "auto" gathers fp32, the same
 #                                     bytes and the same model as "fp32"
@@ -47,6 +48,8 @@ PY
 case_copy_equals_autocast() {
   expect 0 vk "$NP" "${D[@]}" --set run.out_dir=copy
   grep -q "parameters read from a bf16 copy" last.log || fail "the start-up line does not name the bf16 copy"
+  grep -q "teacher: .*; its fp32 matrix weights cast to bf16 once, at load" last.log ||
+    fail "no start-up line saying the teacher's weights were cast once"
   expect 0 vk "$NP" "${D[@]}" --set run.out_dir=fp32 --set precision.gather=fp32
   grep -q "parameters fp32" last.log || fail "precision.gather = fp32: the start-up line does not say fp32"
   cmp_ckpt fp32/checkpoint.h5 copy/checkpoint.h5 --exact

@@ -1,4 +1,4 @@
-#include "model/compute_weights.hpp"
+#include "optim/compute_weights.hpp"
 
 namespace vitkd {
 namespace {
