@@ -122,7 +122,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
     k = kv[0].reshape({B * heads, T, hd});
     v = kv[1].reshape({B * heads, T, hd});
   } else {
-    auto qkv_ = torch::linear(x, operand(compute, qkv->weight), operand(compute, qkv->bias)).reshape({B, T, 3, heads, hd}).permute({2, 0, 3, 1, 4}).contiguous();
+    auto qkv_ = torch::linear(x, operand(compute, qkv->weight), operand(compute, qkv->bias))
+                    .reshape({B, T, 3, heads, hd})
+                    .permute({2, 0, 3, 1, 4})
+                    .contiguous();
     q = qkv_[0].reshape({B * heads, T, hd});
     k = qkv_[1].reshape({B * heads, T, hd});
     v = qkv_[2].reshape({B * heads, T, hd});
