@@ -25,7 +25,8 @@
 # Environment: BUILDS (default "build,build-torch2"; the ones missing are
 # skipped and named), PEERS (default "eager,compiled"), MODES (default
 # "distill,student"), BATCH (16), WARMUP (3), OUT (runs/bench-vs-timm),
-# PT2_PYTHON (the venv's python).
+# PT2_PYTHON (the venv's python), VITKD_SET (configuration keys added to every
+# vitkd run, e.g. 'precision.gather="fp32"' for the before of a change).
 # Writes $OUT/summary.json (medians, ratios, MFU, CPU, versions) and prints a
 # table; each run's log and result.json under $OUT/<mode>-<program>-<round>.
 # About 12 minutes with 3 rounds of 7 steps on 2 cores of a Xeon with AMX (2026-12-02).
@@ -37,6 +38,7 @@ STEPS=${2:-8}
 WARMUP=${WARMUP:-3}
 BATCH=${BATCH:-16}
 OUT=${OUT:-runs/bench-vs-timm}
+read -r -a VSET <<< "${VITKD_SET:-}"
 BUILDS=${BUILDS:-build,build-torch2}
 PEERS=${PEERS:-eager,compiled}
 MODES=${MODES:-distill,student}
@@ -63,7 +65,7 @@ case $PRECISION in bf16) PT_PREC=() ;; fp32) PT_PREC=(--fp32) ;; *) echo "PRECIS
 CEILING=$(awk -v p="$PRECISION" '/large square/ {print (p == "bf16" ? $(NF-1) : $NF) * 1e9}' <<< "$GEMM")
 echo "vs_timm: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc --all) cores;" \
      "precision $PRECISION (ceiling $(awk -v c="$CEILING" 'BEGIN {printf "%.0f", c / 1e9}') GFLOP/s per core);" \
-     "$ROUNDS rounds of $STEPS steps (median after $WARMUP), batch $BATCH x $NP ranks"
+     "$ROUNDS rounds of $STEPS steps (median after $WARMUP), batch $BATCH x $NP ranks${VITKD_SET:+; vitkd with $VITKD_SET}"
 printf '%s\n' "$GEMM" > "$OUT/gemm.txt"
 
 DATA=$OUT/synthetic224.h5
@@ -90,7 +92,7 @@ run_vitkd() {  # BUILD MODE DIR
   local mode=$2 dir=$3 extra=()
   [ "$mode" = distill ] && extra=(run.mode=\"distill\" teacher.checkpoint=\"$TEACHER\") || extra=(run.mode=\"teacher\")
   mapfile -t S < <(sets "${COMMON[@]}" "${extra[@]}" model.preset=\"vit_s16\" train.max_steps="$STEPS" \
-                        checkpoint.every_steps=0 train.mfu_ceiling="$CEILING" run.out_dir=\"$dir\")
+                        checkpoint.every_steps=0 train.mfu_ceiling="$CEILING" run.out_dir=\"$dir\" "${VSET[@]}")
   rm -rf "$dir"
   mpirun -n "$NP" "$1/vitkd" train "$BASE" "${S[@]}" > "$dir.log" 2>&1 ||
     { echo "vs_timm: vitkd run failed ($dir.log)" >&2; exit 1; }
