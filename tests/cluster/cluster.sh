@@ -29,11 +29,7 @@ case $cmd in
   up)
     why=$(cluster_can) || { echo "cluster: cannot start a cluster here: $why" >&2; exit 77; }
     trap 'cluster_down "$dir"; exit 1' INT TERM
-    if ! cluster_up "$dir" "${1:-3}"; then
-      rc=$?
-      cluster_down "$dir"
-      exit "$rc"
-    fi
+    cluster_up "$dir" "${1:-3}" || { rc=$?; cluster_down "$dir"; exit "$rc"; }  # (after `if !`, $? would be 0)
     trap - INT TERM
     source "$dir/cluster.env"
     echo "cluster: $NODES node(s) up in $CL (shared folder $CL/shared); node1 runs slurmctld;" \

@@ -102,8 +102,9 @@ EOF
     for _ in $(seq 100); do [ -s "$cl/nodes/node$k/holder.pid" ] && break; sleep 0.05; done
     [ -s "$cl/nodes/node$k/holder.pid" ] || { cluster_fail "node$k did not start: $(tail -1 "$cl/log/holder.node$k.log")"; return 1; }
   done
-  # munge: one key, one munged per node (socket in the node's /tmp).
-  mungekey --create --keyfile="$cl/munge.key" > /dev/null 2>&1 || { cluster_fail "mungekey could not make a key"; return 1; }
+  # munge: one key, one munged per node (socket in the node's /tmp); a new key
+  # over the one an earlier cluster in this folder left.
+  mungekey --create --force --keyfile="$cl/munge.key" > /dev/null 2>&1 || { cluster_fail "mungekey could not make a key"; return 1; }
   chmod 600 "$cl/munge.key"
   for k in $(seq "$n"); do
     node_exec "$cl" "$k" bash -c 'mkdir -p -m 755 /tmp/munge && exec munged --force --socket=/tmp/munge/sock \

@@ -96,7 +96,9 @@ case_teardown() {
   bash "$SRC/tests/cluster/cluster.sh" down "$c" || fail "cluster.sh down"
   [ -z "$(cluster_leftovers "$c")" ] || fail "after down: $(cluster_leftovers "$c" | tr '\n' ';')"
   echo "ok: up and down leave nothing"
-  # SIGTERM while `up` starts the daemons
+  # SIGTERM while `up` starts the daemons (the configuration the first cluster
+  # left would end the wait below at once)
+  rm -f "$c/slurm.conf"
   bash "$SRC/tests/cluster/cluster.sh" up "$c" 3 > up2.log 2>&1 &
   pid=$!
   for _ in $(seq 300); do [ -f "$c/slurm.conf" ] && break; sleep 0.02; done
