@@ -45,8 +45,8 @@ class Communicator {
   /// afterwards every rank holds all world*count elements.
   virtual void all_gather(float* buf, int64_t count) = 0;
   /// The same in-place all-gather of bfloat16 values (their 16-bit
-  /// patterns): the parameters gathered in the compute precision
-  /// (precision.gather = "compute", optim/compute_copy.hpp), half the bytes.
+  /// patterns): a bf16 run's copy of the parameters (precision.gather,
+  /// optim/compute_copy.hpp), half the bytes.
   virtual void all_gather_bf16(uint16_t* buf, int64_t count) = 0;
   /// In-place all-gather of blocks of different lengths: rank r's counts[r]
   /// floats sit at buf + counts[0] + ... + counts[r-1]; afterwards every
@@ -76,9 +76,10 @@ class Communicator {
   /// the count and datatype arguments of each call: the whole send buffer of
   /// each reduce-scatter (sum(counts) elements of the wire type: 4 bytes
   /// each, 2 with bf16) and this rank's block of each all-gather (`count`
-  /// elements: 4 bytes each, 2 with all_gather_bf16). How many bytes then cross the network depends on the
-  /// library's algorithm (a ring reduce-scatter sends (P-1)/P of the
-  /// buffer); this counts what this rank handed over.
+  /// elements: 4 bytes each, 2 with all_gather_bf16). How many bytes then
+  /// cross the network depends on the library's algorithm (a ring
+  /// reduce-scatter sends (P-1)/P of the buffer); this counts what this rank
+  /// handed over.
   int64_t bytes_sent() const { return bytes_sent_; }
 
  protected:
