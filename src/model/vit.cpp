@@ -10,6 +10,21 @@
 
 namespace vitkd {
 
+namespace {
+
+// A Linear layer's product as torch::nn::Linear computes it
+// (torch::nn::functional::linear): addmm for 2-D inputs; for [B, T, D] inputs
+// a product and then the bias added in place. at::linear adds the bias inside
+// the product for [B, T, D] inputs, which rounds differently. Under autocast
+// the in-place add keeps an fp32 bias in fp32 arithmetic, so the [B, T, D]
+// layers' biases are read as the fp32 parameters, never from a bf16 copy
+// (ViTImpl::matrix_operands).
+torch::Tensor module_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  return torch::nn::functional::linear(x, w, b);
+}
+
+}  // namespace
+
 int64_t ModelSpec::parameter_count() const {
   const int64_t D = dim, M = mlp_hidden(), K = classes, P = channels * patch * patch;
   int64_t n = P * D + D;                          // patch_embed
@@ -94,7 +109,7 @@ torch::Tensor PatchEmbedImpl::forward(const torch::Tensor& x) {
   auto patches = x.reshape({B, C, H / p, p, W / p, p})
                      .permute({0, 2, 4, 1, 3, 5})
                      .reshape({B, (H / p) * (W / p), C * p * p});
-  return torch::linear(patches, operand(compute, proj->weight), operand(compute, proj->bias));
+  return module_linear(patches, operand(compute, proj->weight), proj->bias);
 }
 
 AttentionImpl::AttentionImpl(int64_t dim, int64_t heads_)
@@ -114,7 +129,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
     // Rows [0, D) of the qkv weight make the queries, rows [D, 3D) keys and values:
     // slices of the same parameter, so its gradient lands where the full path puts it.
     Q = queries;
-    auto w = operand(compute, qkv->weight), b = operand(compute, qkv->bias);
+    auto w = operand(compute, qkv->weight), b = qkv->bias;
     q = torch::linear(x.narrow(1, 0, Q), w.narrow(0, 0, D), b.narrow(0, 0, D))
             .reshape({B, Q, heads, hd}).transpose(1, 2).reshape({B * heads, Q, hd});
     auto kv = torch::linear(x, w.narrow(0, D, 2 * D), b.narrow(0, D, 2 * D))
@@ -122,7 +137,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
     k = kv[0].reshape({B * heads, T, hd});
     v = kv[1].reshape({B * heads, T, hd});
   } else {
-    auto qkv_ = torch::linear(x, operand(compute, qkv->weight), operand(compute, qkv->bias))
+    auto qkv_ = module_linear(x, operand(compute, qkv->weight), qkv->bias)
                     .reshape({B, T, 3, heads, hd})
                     .permute({2, 0, 3, 1, 4})
                     .contiguous();
@@ -146,7 +161,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
 }
 
 torch::Tensor AttentionImpl::out_proj(const torch::Tensor& x) {
-  return torch::linear(x, operand(compute, proj->weight), operand(compute, proj->bias));
+  return module_linear(x, operand(compute, proj->weight), proj->bias);
 }
 
 void AttentionImpl::fold_scale_into_queries() {
@@ -165,8 +180,8 @@ MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   // fc1's bias is added inside the GELU kernel (model/gelu.hpp, bias_gelu).
-  return torch::linear(vitkd::bias_gelu(torch::linear(x, operand(compute, fc1->weight)), fc1->bias),
-                       operand(compute, fc2->weight), operand(compute, fc2->bias));
+  return module_linear(vitkd::bias_gelu(torch::linear(x, operand(compute, fc1->weight)), fc1->bias),
+                       operand(compute, fc2->weight), fc2->bias);
 }
 
 BlockImpl::BlockImpl(int64_t dim, int64_t heads, int64_t hidden, double norm_eps) {
@@ -256,14 +271,13 @@ void ViTImpl::set_attention(AttentionKernel k) {
 }
 
 std::vector<torch::Tensor> ViTImpl::matrix_operands() {
-  std::vector<torch::Tensor> out{patch_embed->proj->weight, patch_embed->proj->bias};
+  // The [B, T, D] layers' biases are added in fp32 arithmetic (module_linear,
+  // and fc1's inside bias_gelu): they stay fp32. The heads' run as addmm.
+  std::vector<torch::Tensor> out{patch_embed->proj->weight};
   for (const auto& m : *blocks) {
     const auto* b = m->as<Block>();
-    for (const auto* lin : {b->attn->qkv.get(), b->attn->proj.get(), b->mlp->fc2.get()}) {
+    for (const auto* lin : {b->attn->qkv.get(), b->attn->proj.get(), b->mlp->fc1.get(), b->mlp->fc2.get()})
       out.push_back(lin->weight);
-      out.push_back(lin->bias);
-    }
-    out.push_back(b->mlp->fc1->weight);  // fc1's bias is added in fp32 by bias_gelu
   }
   for (const auto& lin : {head, head_dist})
     if (lin) {
@@ -302,10 +316,10 @@ ViTOutput ViTImpl::forward(const torch::Tensor& images, bool all_tokens, const D
                                         dropping ? drop->attn[i] : none, dropping ? drop->mlp[i] : none);
   x = norm(x);
   ViTOutput out;
-  out.logits = torch::linear(x.select(1, 0), operand(compute, head->weight), operand(compute, head->bias));
+  out.logits = module_linear(x.select(1, 0), operand(compute, head->weight), operand(compute, head->bias));
   if (spec.dist_token)
     out.dist_logits =
-        torch::linear(x.select(1, 1), operand(compute, head_dist->weight), operand(compute, head_dist->bias));
+        module_linear(x.select(1, 1), operand(compute, head_dist->weight), operand(compute, head_dist->bias));
   return out;
 }
 

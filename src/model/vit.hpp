@@ -157,9 +157,11 @@ struct ViTImpl : torch::nn::Module, DecayScoped {
   ViTOutput forward(const torch::Tensor& images, bool all_tokens = false, const DropPathScales* drop = nullptr);
   /// Every block's attention computes with `k` (model.attention).
   void set_attention(AttentionKernel k);
-  /// The parameters the forward pass reads as matrix-product operands (the
-  /// weights and biases of every Linear but fc1's bias, which bias_gelu adds
-  /// in fp32): the ones autocast casts, and so the ones with compute copies.
+  /// The parameters the forward pass reads as matrix-product operands, the
+  /// ones autocast casts, and so the ones with compute copies: every Linear's
+  /// weight and the heads' biases. The other biases are added to [B, T, D]
+  /// products in fp32 arithmetic (as torch::nn::Linear adds them, and fc1's
+  /// in bias_gelu), so they are read in fp32.
   std::vector<torch::Tensor> matrix_operands();
   /// From now on the forward pass reads those operands through `cw` (null:
   /// the parameters themselves); `cw` must outlive the model's use of it.

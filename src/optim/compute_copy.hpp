@@ -8,7 +8,8 @@
 // The forward pass reads the matrix products' operands from the copy
 // (optim/compute_weights.hpp), so nothing casts a weight in forward or
 // backward. The parameters it does not read as operands (norms, tokens, the
-// position embedding, fc1's bias) keep their fp32 values on every rank
+// position embedding, the biases added in fp32: ViTImpl::matrix_operands)
+// keep their fp32 values on every rank
 // through a second, small fp32 all-gather of just those elements.
 //
 // Layout: `compute` is bf16 [padded], element i the bf16 of flat.params[i]

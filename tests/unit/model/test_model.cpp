@@ -100,6 +100,36 @@ TEST(ViT, HeadTokenLastBlockEqualsFullLastBlock) {
   }
 }
 
+TEST(ViT, LinearLayersComputeAsTorchNnLinearBitForBit) {
+  // The layers read their operands through the compute copies
+  // (use_compute_weights) and so cannot call their torch::nn::Linear modules;
+  // they must still compute what the modules compute, bit for bit, in fp32
+  // and under autocast: the numbers vitkd had before the copies. (at::linear
+  // adds a [B, T, D] product's bias inside the product and rounds otherwise.)
+  const ModelSpec s = Spec().image(16).patch(4).dim(48).depth(1).heads(3);
+  torch::manual_seed(4);
+  ViT m(s);
+  {
+    torch::NoGradGuard ng;
+    for (auto& p : m->parameters()) p.add_(torch::randn_like(p) * 0.05);
+  }
+  auto& blk = *m->blocks[0]->as<Block>();
+  auto& attn = *blk.attn;
+  auto& mlp = *blk.mlp;
+  auto x = torch::randn({4, 17, 48});
+  auto images = torch::randn({4, 1, 16, 16});
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16 autocast" : "fp32");
+    AutocastBf16 ac(bf16);
+    torch::NoGradGuard ng;
+    EXPECT_TRUE(torch::equal(attn.out_proj(x), attn.proj->forward(x)));
+    EXPECT_TRUE(torch::equal(mlp.forward(x),
+                             mlp.fc2->forward(bias_gelu(torch::linear(x, mlp.fc1->weight), mlp.fc1->bias))));
+    auto patches = images.reshape({4, 1, 4, 4, 4, 4}).permute({0, 2, 4, 1, 3, 5}).reshape({4, 16, 16});
+    EXPECT_TRUE(torch::equal(m->patch_embed->forward(images), m->patch_embed->proj->forward(patches)));
+  }
+}
+
 TEST(ViT, FoldedAttentionScaleGivesTheSameLogits) {
   VITKD_SKIP_WITHOUT_BF16_MATMUL();
   // The frozen teacher keeps the attention scale in its query weights. With
