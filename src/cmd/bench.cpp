@@ -23,6 +23,7 @@
 #include "data/transforms/transforms.hpp"
 #include "io/json.hpp"
 #include "model/gelu.hpp"
+#include "model/softmax.hpp"
 #include "model/gemm_rate.hpp"
 #include "model/precision.hpp"
 #include "model/vit.hpp"
@@ -87,7 +88,8 @@ int bench_gemm(const cli::Args& a) {
 
 // vitkd's GELU against torch::gelu, forward and backward, at the MLP
 // activation shapes of the Fashion-MNIST models, next to the fc1 product that
-// feeds it (the performance log's evidence for src/model/gelu.cpp).
+// feeds it (the performance log's evidence for src/model/gelu.cpp); then the
+// bf16 attention softmax against autocast's (src/model/softmax.cpp).
 int bench_ops(const cli::Args& a) {
   torch::set_num_threads(static_cast<int>(a.integer("threads")));
   const double secs = a.integer("millis") / 1000.0;
@@ -117,6 +119,31 @@ int bench_ops(const cli::Args& a) {
            choice_name(dtype == torch::kBFloat16 ? Precision::Bf16 : Precision::Fp32), fc1, tf, vf, tb, vb);
     }
   }
+  // The attention softmax on bf16 scores at ViT-B/16's shape (batch 16, 12
+  // heads, 197 tokens): LibTorch's under CPU autocast (Tensor::softmax, then
+  // the cast to bf16 the next product makes) against vitkd's.
+  const int64_t BH = 16 * 12, T = 197;
+  auto scores = (torch::randn({BH, T, T}) * 3).to(torch::kBFloat16);
+  auto grad = torch::randn({BH, T, T}).to(torch::kBFloat16);
+  auto forward_backward = [&](bool autocast_path) {
+    torch::AutoGradMode on(true);
+    auto x = scores.detach().requires_grad_(true);
+    torch::Tensor y;
+    if (autocast_path) {
+      AutocastBf16 ac(true);
+      y = x.softmax(-1).to(torch::kBFloat16);
+    } else {
+      y = vitkd::softmax_lastdim(x);
+    }
+    torch::autograd::grad({y}, {x}, {grad});
+  };
+  const double af = ms_per_call([&] { AutocastBf16 ac(true); scores.softmax(-1).to(torch::kBFloat16); }, secs);
+  const double vf = ms_per_call([&] { vitkd::softmax_lastdim(scores); }, secs);
+  const double afb = ms_per_call([&] { forward_backward(true); }, secs);
+  const double vfb = ms_per_call([&] { forward_backward(false); }, secs);
+  log0("%-22s %-6s %10s %10s %10s %10s %10s\n", "softmax", "dtype", "", "autocast", "vitkd", "autocast", "vitkd");
+  log0("%-22s %-6s %10s %10.2f %10.2f %10.2f %10.2f   (bwd columns: forward + backward)\n",
+       "scores [192, 197, 197]", choice_name(Precision::Bf16), "", af, vf, afb, vfb);
   return kExitOk;
 }
 

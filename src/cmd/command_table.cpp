@@ -37,11 +37,13 @@ void add_bench_commands(std::vector<Command>& c) {
                 Flag::path("out", "FILE.json", "also write the per-core rates (for train.mfu_ceiling) as JSON"),
                 Flag::on_off("auto-only", "only say what precision.compute = \"auto\" chooses here (the run's "
                              "0.2 s probe; no shapes timed: seconds, not minutes, where bf16 is emulated)")}});
-  c.push_back({"bench ops", "Measure GELU forward and backward: torch against vitkd's kernel.",
+  c.push_back({"bench ops", "Measure GELU and the bf16 attention softmax: torch against vitkd's kernels.",
                {},
                {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
                 Flag::count("millis", "MS", "measuring time per operation").at_least(1).default_to("500")},
-               "Forward and backward, fp32 and bf16, at the models' MLP shapes, against torch::gelu."});
+               "GELU forward and backward, fp32 and bf16, at the models' MLP shapes, against torch::gelu; "
+               "the softmax of bf16 attention scores at ViT-B/16's shape (batch 16), forward and forward + "
+               "backward, against LibTorch's under autocast."});
   c.push_back({"bench attention",
                "Time attention forward + backward at ViT-S/16's shapes: fused kernel against bmm-softmax-bmm.",
                {},

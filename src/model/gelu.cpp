@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "model/fast_exp.hpp"
 #include "util/bf16.hpp"
 
 
@@ -47,22 +48,8 @@ inline float normal_cdf(float x) {
   return 0.5f + 0.5f * std::copysign(e, z);
 }
 
-/// exp(-x^2 / 2): 2^n e^r with n = round(t / ln 2), |r| <= ln2 / 2, e^r by its
-/// Taylor polynomial to r^6 (relative error below 2e-7); t is clamped at -87
-/// so that 2^n stays a normal float.
-inline float exp_neg_half_square(float x) {
-  const float t = std::max(-0.5f * x * x, -87.0f);
-  const float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693145751953125f,
-              kLn2Lo = 1.42860682030941723e-6f, kRound = 12582912.0f;  // 1.5 * 2^23
-  const float n = (t * kLog2e + kRound) - kRound;  // round to nearest
-  const float r = (t - n * kLn2Hi) - n * kLn2Lo;
-  const float er =
-      1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, 4);
-  return er * scale;
-}
+/// exp(-x^2 / 2) (model/fast_exp.hpp).
+inline float exp_neg_half_square(float x) { return fast_exp(-0.5f * x * x); }
 
 inline float gelu_grad(float x) { return normal_cdf(x) + x * kInvSqrt2Pi * exp_neg_half_square(x); }
 

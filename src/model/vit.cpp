@@ -1,6 +1,7 @@
 #include "model/vit.hpp"
 
 #include "model/gelu.hpp"
+#include "model/softmax.hpp"
 #include "util/error.hpp"
 #include "util/torch_compat.hpp"
 
@@ -155,7 +156,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
   // (scale q) k^T, the order of analysis/vitkd_model.py, so that the two agree
   // to the last bit in fp32.
   auto scores = torch::bmm(scale_folded ? q : q * scale, k.transpose(1, 2));  // [B*H,Q,T]
-  auto out = torch::bmm(scores.softmax(-1), v)                                  // [B*H,Q,hd]
+  auto out = torch::bmm(vitkd::softmax_lastdim(scores), v)                                  // [B*H,Q,hd]
                  .view({B, heads, Q, hd}).transpose(1, 2).reshape({B, Q, D});
   return out_proj(out);
 }
