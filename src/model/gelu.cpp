@@ -9,18 +9,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "model/clones.hpp"
 #include "model/fast_exp.hpp"
 #include "util/bf16.hpp"
-
-
-// One binary for every x86-64 node: GCC compiles the kernels for AVX-512,
-// AVX2 and baseline and picks one at load time.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__)
-#define VITKD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define VITKD_CLONES
-#endif
 
 namespace vitkd {
 namespace {
