@@ -16,7 +16,9 @@ namespace {
 
 // Reductions over a row keep kLanes partial results, combined in a fixed
 // order at the end: GCC vectorises the lane loop, and the order (so the
-// rounding) is the same on every ISA and thread count.
+// rounding) does not depend on the thread count. (The AVX2 and AVX-512
+// clones contract products and sums into FMAs, the baseline one does not:
+// the last bits may differ between a node with FMA and one without.)
 constexpr int64_t kLanes = 16;
 
 VITKD_CLONES void widen(const uint16_t* x, float* f, int64_t n) {
