@@ -10,8 +10,8 @@ trap 'if lanes_owner; then lanes_table; fi' EXIT
 lane setup bash jobs/setup.sh
 lane build bash jobs/build.sh
 # The main suite: every test of the build (OpenMPI, this CPU's precision).
-# env.sh sets OMP_NUM_THREADS=1, which plain `nproc` obeys: hence nproc --all.
-lane main bash -c 'source jobs/env.sh && ctest --test-dir build --output-on-failure -j "$(nproc --all)" --timeout 900 -LE multinode'
+# VITKD_TEST_JOBS (jobs/env.sh): two CTest slots per core.
+lane main bash -c 'source jobs/env.sh && ctest --test-dir build --output-on-failure -j "$VITKD_TEST_JOBS" --timeout 900 -LE multinode'
 # vitkd on a simulated 3-node Slurm cluster (tests/cluster, docs/cluster.md): root and
 # network namespaces; where they cannot be made the lane says so and its row shows
 # exit 77 (not a pass), and the other lanes still run.

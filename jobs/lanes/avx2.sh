@@ -31,7 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source jobs/env.sh
-J=$(nproc --all)
+J=$VITKD_TEST_JOBS
 if ! grep -qw avx512f /proc/cpuinfo && [ "${VITKD_AVX2_LANE:-}" != force ]; then
   echo "lane avx2: this CPU has no AVX-512 ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs));" \
        "the main lane ran every test on AVX2 kernels already (VITKD_AVX2_LANE=force runs the lane anyway)"

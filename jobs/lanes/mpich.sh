@@ -56,6 +56,6 @@ SELECT+='|scale\.(setup|mpio_reads_equal_serial_reads)|straggler\..*|precision\.
 SELECT+='|evaluation\.(setup|evaluations_survive_preemption)'
 SELECT+='|bad_input\.(setup|dataset_cut_short_at_the_end_is_refused|world_size_other_than_slurm_ntasks_is_refused|unwritable_out_dir_is_refused))\.np2$'
 SELECT+='|^errors\.one_rank_error_reaches_the_user_once$'
-ctest --test-dir build-mpich --output-on-failure -j "$(nproc --all)" --timeout 900 -L mpi \
+ctest --test-dir build-mpich --output-on-failure -j "$VITKD_TEST_JOBS" --timeout 900 -L mpi \
   -E '(^resume\.sigusr1_checkpoints_and_resumes_exactly\.|^slurm\.usr1_during_start_up_is_kept\.)' \
   -R "${VITKD_MPICH_TESTS:-$SELECT}"

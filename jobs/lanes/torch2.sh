@@ -76,7 +76,7 @@ t1=$(date +%s)
 echo "torch2: configure and build took $((t1 - t0)) s"
 
 source jobs/env.sh
-J=$(nproc --all)
+J=$VITKD_TEST_JOBS
 if [ "${VITKD_TORCH2_TESTS:-}" = all ]; then
   # The tests of analysis/'s report and figures draw with matplotlib, which the
   # venv has only when asked for here (the subset needs none of them).
@@ -87,6 +87,8 @@ if [ "${VITKD_TORCH2_TESTS:-}" = all ]; then
     SKIP=(-E '^(analysis\.(report|lift)_|straggler\.report_)')
   fi
   ctest --test-dir "$B" --output-on-failure -j "$J" --timeout 900 "${SKIP[@]}"
+  # Tests that need PyPI's torch (they skip, exit 77, without this variable).
+  VITKD_TORCH2_PYTHON=$PY ctest --test-dir "$B" --output-on-failure -j "$J" --timeout 900 -L torch2
 else
   # Unit tests (GoogleTest, reference, layout), the MPI unit tests at 2 ranks,
   # and end-to-end tests that cover training, distillation, sifting, resume,
@@ -95,9 +97,12 @@ else
   E2E='^(distill\.student_learns_from_teacher|resume\.preempted_run_resumes_bit_identical|sift\.selection_same_at_one_and_np_ranks|scale\.params_equal_one_rank|export\.served_torchscript_matches_vitkd|faults\.nan_batch_is_skipped_and_counted|bad_input\.(unknown_key_in_file_names_the_nearest|device_cuda_without_cuda_is_refused_once|nccl_on_the_cpu_is_refused)|profile\.asked_steps_are_profiled_per_operator)\.np2$'
   # (analysis/report.py's test needs matplotlib, which the venv does not
   # install; it runs in jobs/test.sh, and nothing in it depends on LibTorch.)
-  ctest --test-dir "$B" --output-on-failure -j "$J" --timeout 900 -L unit -E '^analysis\.'
-  ctest --test-dir "$B" --output-on-failure -j "$J" --timeout 900 -R '^Mpi.*\.np2$'
-  ctest --test-dir "$B" --output-on-failure -j "$J" --timeout 900 -R "$E2E"
+  # One CTest call for all of them and the torch2-labelled tests, so that its
+  # slots stay full to the end (VITKD_TORCH2_PYTHON: the torch2 tests skip
+  # without it; no other test reads it).
+  UNIT=$(ctest --test-dir "$B" -N -L unit | sed -n 's/^ *Test *#[0-9]*: \([^ ]*\).*/\1/p' | grep -v '^analysis\.' | paste -sd'|')
+  TORCH2=$(ctest --test-dir "$B" -N -L torch2 | sed -n 's/^ *Test *#[0-9]*: \([^ ]*\).*/\1/p' | paste -sd'|')
+  [ -n "$UNIT" ] && [ -n "$TORCH2" ] || { echo "lane torch2: no unit or torch2 tests listed in $B" >&2; exit 1; }
+  VITKD_TORCH2_PYTHON=$PY ctest --test-dir "$B" --output-on-failure -j "$J" --timeout 900 \
+    -R "^($UNIT|$TORCH2)\$|^Mpi.*\.np2\$|$E2E"
 fi
-# Tests that need PyPI's torch (they skip, exit 77, without this variable).
-VITKD_TORCH2_PYTHON=$PY ctest --test-dir "$B" --output-on-failure -j "$J" --timeout 900 -L torch2
