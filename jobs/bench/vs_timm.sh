@@ -20,8 +20,8 @@
 # gradient clipping 1.0. Step time = the median wall time of a step after
 # WARMUP steps (rank 0's; a step ends in a collective); images/s = global
 # batch / step time; MFU = images/s x the model's FLOPs per image (vitkd's
-# count, the same models) / (the bf16 or fp32 ceiling `vitkd bench gemm`
-# measures per core x 2 cores).
+# count, the same models) / (the bf16 or fp32 ceiling vitkd keeps for this
+# host at 2 ranks, per core, x 2 cores; see "The MFU ceiling" below).
 # Environment: BUILDS (default "build,build-torch2"; the ones missing are
 # skipped and named), PEERS (default "eager,compiled"), MODES (default
 # "distill,student"), BATCH (16), WARMUP (3), OUT (runs/bench-vs-timm),
@@ -61,11 +61,6 @@ if [ -z "${PRECISION:-}" ]; then
   PRECISION=$(sed -n 's/.*"auto" chooses \([a-z0-9]*\) here.*/\1/p' <<< "$GEMM")
 fi
 case $PRECISION in bf16) PT_PREC=() ;; fp32) PT_PREC=(--fp32) ;; *) echo "PRECISION must be bf16 or fp32" >&2; exit 2 ;; esac
-# The ceiling: the large square product's rate of the chosen precision, per core.
-CEILING=$(awk -v p="$PRECISION" '/large square/ {print (p == "bf16" ? $(NF-1) : $NF) * 1e9}' <<< "$GEMM")
-echo "vs_timm: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc --all) cores;" \
-     "precision $PRECISION (ceiling $(awk -v c="$CEILING" 'BEGIN {printf "%.0f", c / 1e9}') GFLOP/s per core);" \
-     "$ROUNDS rounds of $STEPS steps (median after $WARMUP), batch $BATCH x $NP ranks${VITKD_SET:+; vitkd with $VITKD_SET}"
 printf '%s\n' "$GEMM" > "$OUT/gemm.txt"
 
 DATA=$OUT/synthetic224.h5
@@ -87,6 +82,23 @@ if [ ! -f "$TEACHER" ]; then
   mpirun -n "$NP" "${VITKD[0]}/vitkd" train "$BASE" "${S[@]}" > "$OUT/teacher-b16.log" 2>&1 ||
     { echo "vs_timm: the teacher run failed ($OUT/teacher-b16.log)" >&2; exit 1; }
 fi
+
+# The MFU ceiling: the one vitkd keeps for this host, LibTorch, precision and
+# 2 ranks (train.mfu_ceiling = 0: the large square product timed once for 1 s
+# with both ranks multiplying, then kept; docs/configuration.md), read from a
+# one-step run of the first build, so that every MFU of the table and every
+# vitkd run's result.json divide by this one figure. (A short probe of its
+# own read 526-615 GFLOP/s per core over three calls on one Xeon, 2026-12-07.)
+mapfile -t S < <(sets "${COMMON[@]}" run.mode=\"teacher\" model.preset=\"vit_s16\" train.max_steps=1 data.batch_size=2 \
+                      checkpoint.every_steps=0 train.mfu_ceiling=0 run.out_dir=\"$OUT/ceiling\")
+rm -rf "$OUT/ceiling"
+mpirun -n "$NP" "${VITKD[0]}/vitkd" train "$BASE" "${S[@]}" > "$OUT/ceiling.log" 2>&1 ||
+  { echo "vs_timm: the ceiling run failed ($OUT/ceiling.log)" >&2; exit 1; }
+read -r CEILING CEILING_FROM < <(/usr/bin/python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
+print(r["gemm_flops_per_core"], r["gemm_ceiling_source"])' "$OUT/ceiling/result.json")
+echo "vs_timm: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc --all) cores;" \
+     "precision $PRECISION (ceiling $(awk -v c="$CEILING" 'BEGIN {printf "%.0f", c / 1e9}') GFLOP/s per core, $CEILING_FROM);" \
+     "$ROUNDS rounds of $STEPS steps (median after $WARMUP), batch $BATCH x $NP ranks${VITKD_SET:+; vitkd with $VITKD_SET}"
 
 run_vitkd() {  # BUILD MODE DIR
   local mode=$2 dir=$3 extra=()
