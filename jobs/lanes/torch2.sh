@@ -100,8 +100,9 @@ else
   # One CTest call for all of them and the torch2-labelled tests, so that its
   # slots stay full to the end (VITKD_TORCH2_PYTHON: the torch2 tests skip
   # without it; no other test reads it).
-  UNIT=$(ctest --test-dir "$B" -N -L unit | sed -n 's/^ *Test *#[0-9]*: \([^ ]*\).*/\1/p' | grep -v '^analysis\.' | paste -sd'|')
-  TORCH2=$(ctest --test-dir "$B" -N -L torch2 | sed -n 's/^ *Test *#[0-9]*: \([^ ]*\).*/\1/p' | paste -sd'|')
+  names() { ctest --test-dir "$B" -N -L "$1" | sed -n 's/^ *Test *#[0-9]*: \([^ ]*\).*/\1/p'; }  # LABEL
+  UNIT=$(names unit | grep -v '^analysis\.' | paste -sd'|')
+  TORCH2=$(names torch2 | paste -sd'|')
   [ -n "$UNIT" ] && [ -n "$TORCH2" ] || { echo "lane torch2: no unit or torch2 tests listed in $B" >&2; exit 1; }
   VITKD_TORCH2_PYTHON=$PY ctest --test-dir "$B" --output-on-failure -j "$J" --timeout 900 \
     -R "^($UNIT|$TORCH2)\$|^Mpi.*\.np2\$|$E2E"
