@@ -87,8 +87,8 @@ fi
 # 2 ranks (train.mfu_ceiling = 0: the large square product timed once for 1 s
 # with both ranks multiplying, then kept; docs/configuration.md), read from a
 # one-step run of the first build, so that every MFU of the table and every
-# vitkd run's result.json divide by this one figure. (A short probe of its
-# own read 526-615 GFLOP/s per core over three calls on one Xeon, 2026-12-07.)
+# vitkd run's result.json divide by this one figure (a short probe of its own
+# varied by ±8 % between calls: experiments/performance-log.md, 2026-12-07).
 mapfile -t S < <(sets "${COMMON[@]}" run.mode=\"teacher\" model.preset=\"vit_s16\" train.max_steps=1 data.batch_size=2 \
                       checkpoint.every_steps=0 train.mfu_ceiling=0 run.out_dir=\"$OUT/ceiling\")
 rm -rf "$OUT/ceiling"
