@@ -124,6 +124,9 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
   // q, k, v as contiguous [B*H, tokens, hd] blocks: one copy out of the
   // projection's [B, T, 3, H, hd] layout, after which both batched products
   // read their operands in place (k transposed by the GEMM, not copied).
+  // unbind, not three selects: its backward stacks the three gradients into
+  // one buffer, where each select's would fill a zero tensor of the whole
+  // [3, B, H, T, hd] block and autograd would add the three (timm's order).
   torch::Tensor q, k, v;
   int64_t Q = T;
   if (queries > 0 && queries < T) {
@@ -134,14 +137,15 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, int64_t queries) {
     q = torch::linear(x.narrow(1, 0, Q), w.narrow(0, 0, D), b.narrow(0, 0, D))
             .reshape({B, Q, heads, hd}).transpose(1, 2).reshape({B * heads, Q, hd});
     auto kv = torch::linear(x, w.narrow(0, D, 2 * D), b.narrow(0, D, 2 * D))
-                  .reshape({B, T, 2, heads, hd}).permute({2, 0, 3, 1, 4}).contiguous();
+                  .reshape({B, T, 2, heads, hd}).permute({2, 0, 3, 1, 4}).contiguous().unbind(0);
     k = kv[0].reshape({B * heads, T, hd});
     v = kv[1].reshape({B * heads, T, hd});
   } else {
     auto qkv_ = module_linear(x, operand(compute, qkv->weight), qkv->bias)
                     .reshape({B, T, 3, heads, hd})
                     .permute({2, 0, 3, 1, 4})
-                    .contiguous();
+                    .contiguous()
+                    .unbind(0);
     q = qkv_[0].reshape({B * heads, T, hd});
     k = qkv_[1].reshape({B * heads, T, hd});
     v = qkv_[2].reshape({B * heads, T, hd});
