@@ -1,6 +1,7 @@
 #include "model/vit.hpp"
 
 #include "model/gelu.hpp"
+#include "model/mixed_add.hpp"
 #include "model/softmax.hpp"
 #include "util/error.hpp"
 #include "util/torch_compat.hpp"
@@ -17,11 +18,16 @@ namespace {
 // (torch::nn::functional::linear): addmm for 2-D inputs; for [B, T, D] inputs
 // a product and then the bias added in place. at::linear adds the bias inside
 // the product for [B, T, D] inputs, which rounds differently. Under autocast
-// the in-place add keeps an fp32 bias in fp32 arithmetic, so the [B, T, D]
-// layers' biases are read as the fp32 parameters, never from a bf16 copy
-// (ViTImpl::matrix_operands).
+// the add keeps an fp32 bias in fp32 arithmetic, so the [B, T, D] layers'
+// biases are read as the fp32 parameters, never from a bf16 copy
+// (ViTImpl::matrix_operands). A bf16 product takes its fp32 bias through
+// bias_add (model/mixed_add.hpp): the same values as the in-place add,
+// without LibTorch's slower mixed-dtype path.
 torch::Tensor module_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-  return torch::nn::functional::linear(x, w, b);
+  if (x.dim() == 2 || !b.defined()) return torch::nn::functional::linear(x, w, b);
+  auto out = x.matmul(w.t());
+  if (out.scalar_type() == torch::kBFloat16 && b.scalar_type() == torch::kFloat) return vitkd::bias_add(out, b);
+  return out += b;
 }
 
 }  // namespace
@@ -198,12 +204,14 @@ BlockImpl::BlockImpl(int64_t dim, int64_t heads, int64_t hidden, double norm_eps
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, int64_t queries, const torch::Tensor& attn_scale,
                                 const torch::Tensor& mlp_scale) {
+  // The residual adds: the fp32 stream plus a bf16 branch under autocast
+  // (model/mixed_add.hpp), plain adds otherwise.
   auto a = attn(norm1(x), queries);
   if (attn_scale.defined()) a = a * attn_scale;  // stochastic depth (timm's DropPath)
-  auto h = (queries > 0 ? x.narrow(1, 0, queries) : x) + a;
+  auto h = vitkd::residual_add(queries > 0 ? x.narrow(1, 0, queries) : x, a);
   auto m = mlp(norm2(h));
   if (mlp_scale.defined()) m = m * mlp_scale;
-  return h + m;
+  return vitkd::residual_add(h, m);
 }
 
 ViTImpl::ViTImpl(const ModelSpec& s) : spec(s) {
