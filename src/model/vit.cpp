@@ -1,7 +1,6 @@
 #include "model/vit.hpp"
 
 #include "model/gelu.hpp"
-#include "model/layer_norm.hpp"
 #include "model/mixed_add.hpp"
 #include "model/softmax.hpp"
 #include "util/error.hpp"
@@ -205,13 +204,12 @@ BlockImpl::BlockImpl(int64_t dim, int64_t heads, int64_t hidden, double norm_eps
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, int64_t queries, const torch::Tensor& attn_scale,
                                 const torch::Tensor& mlp_scale) {
-  // Under bf16 autocast the norms write bf16 for the products they feed
-  // (model/layer_norm.hpp), and the residual adds take the fp32 stream plus a
-  // bf16 branch (model/mixed_add.hpp); plain LibTorch ops otherwise.
-  auto a = attn(vitkd::norm_for_products(norm1, x), queries);
+  // The residual adds: the fp32 stream plus a bf16 branch under autocast
+  // (model/mixed_add.hpp), plain adds otherwise.
+  auto a = attn(norm1(x), queries);
   if (attn_scale.defined()) a = a * attn_scale;  // stochastic depth (timm's DropPath)
   auto h = vitkd::residual_add(queries > 0 ? x.narrow(1, 0, queries) : x, a);
-  auto m = mlp(vitkd::norm_for_products(norm2, h));
+  auto m = mlp(norm2(h));
   if (mlp_scale.defined()) m = m * mlp_scale;
   return vitkd::residual_add(h, m);
 }
@@ -329,7 +327,7 @@ ViTOutput ViTImpl::forward(const torch::Tensor& images, bool all_tokens, const D
   for (int64_t i = 0; i <= last; ++i)
     x = blocks[i]->as<Block>()->forward(x, i == last && !all_tokens ? spec.head_tokens() : 0,
                                         dropping ? drop->attn[i] : none, dropping ? drop->mlp[i] : none);
-  x = vitkd::norm_for_products(norm, x);  // only the heads read it
+  x = norm(x);
   ViTOutput out;
   out.logits = module_linear(x.select(1, 0), operand(compute, head->weight), operand(compute, head->bias));
   if (spec.dist_token)

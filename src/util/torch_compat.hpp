@@ -77,16 +77,6 @@ class AutocastBf16 {
   at::ScalarType prev_dtype_ = at::kBFloat16;
 };
 
-/// Whether autocast to bfloat16 is on for the CPU in this thread (the scope of
-/// an AutocastBf16 on the CPU).
-inline bool cpu_autocast_bf16() {
-#ifdef VITKD_TORCH_AUTOCAST_BY_DEVICE
-  return at::autocast::is_autocast_enabled(at::kCPU) && at::autocast::get_autocast_dtype(at::kCPU) == at::kBFloat16;
-#else
-  return at::autocast::is_cpu_enabled() && at::autocast::get_autocast_cpu_dtype() == at::kBFloat16;
-#endif
-}
-
 /// A parameter's gradient accumulator, as torch::autograd::impl::grad_accumulator
 /// returns it: std::shared_ptr<Node> in 1.13, c10::intrusive_ptr<Node> in 2.x.
 using GradAccumulatorPtr =
