@@ -388,21 +388,22 @@ def readme_parts(path, begin=BEGIN, end=END):
     return head, begin + current + end + "\n", tail[1:] if tail.startswith("\n") else tail
 
 
-def check_or_write(path, begin, end, new, write):
-    """--write: replaces the block of `path`; else 0 when it equals `new`, 1 with one line when not."""
+def check_or_write(path, begin, end, new, write, tool="experiments/distillation/compare_table.py"):
+    """--write: replaces the block of `path`; else 0 when it equals `new`, 1 with one line when not.
+    `tool` names the script that generates the block (experiments/sifting/frontier_table.py uses it too)."""
     head, current, tail = readme_parts(path, begin, end)
     if write:
         with open(path + ".tmp", "w") as fh:
             fh.write(head + new + tail)
         os.replace(path + ".tmp", path)
-        print(f"compare_table.py: wrote the block of {path}")
+        print(f"{os.path.basename(tool)}: wrote the block of {path}")
         return 0
     if current != new:
         old_lines, new_lines = current.splitlines(), new.splitlines()
         k = next((i for i, (o, n) in enumerate(zip(old_lines, new_lines)) if o != n), min(len(old_lines), len(new_lines)))
-        print(f"compare_table.py: {path}'s block differs from the kept results at its line {k + 1} "
+        print(f"{os.path.basename(tool)}: {path}'s block differs from the kept results at its line {k + 1} "
               f"({old_lines[k] if k < len(old_lines) else '(end)'!r}); regenerate it: "
-              f"/usr/bin/python3 experiments/distillation/compare_table.py --write", file=sys.stderr)
+              f"/usr/bin/python3 {tool} --write", file=sys.stderr)
         return 1
     return 0
 

@@ -113,6 +113,10 @@ ARM_KEYS = ("run.mode", "run.out_dir", "run.seed", "teacher.", "distill.", "sift
 # precision a seed's first run picked (experiments/learning-log.md, 2026-12-03, fourth session). The
 # differences are paired within a seed.
 SEED_KEYS = ("precision.compute",)
+# Keys added to the configuration after some runs were kept, whose value does not change what a run
+# computes: compared only where both recipes record them. precision.gather (0.4.7): the bf16 compute
+# weights are bitwise autocast's casts whichever precision gathers them (docs/precision.md).
+LATER_KEYS = ("precision.gather",)
 
 
 def recipe_of(folder, r):
@@ -176,7 +180,8 @@ def check_comparable(groups):
         base = rs[0]
         for r in rs[1:]:
             a, b = shared(base["recipe"], skip), shared(r["recipe"], skip)
-            diff = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+            diff = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k)
+                          and not (k in LATER_KEYS and (k not in a or k not in b)))
             if diff:
                 k = diff[0]
                 raise InputError(f"mismatched recipes: {k} = {a.get(k)!r} in {base['name']}, {b.get(k)!r} in "

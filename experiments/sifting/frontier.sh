@@ -11,7 +11,8 @@
 #   DELAY=N POINT=FXbB experiments/sifting/frontier.sh four
 #                                               stage 3: POINT, FSb0.5, C and E at seeds 11-14
 # Environment as compare.sh's (OUT=runs/frontier, KEEP=experiments/sifting/results, NP, EXTRA, DATA);
-# SEEDS overrides a stage's seeds. A rehearsal: EXTRA="--set train.max_steps=3" KEEP=/tmp/k OUT=/tmp/o.
+# SEEDS overrides a stage's seeds; each stage ends by regenerating the page (frontier_table.py --write).
+# A rehearsal: EXTRA="--set train.max_steps=3" KEEP=/tmp/k OUT=/tmp/o.
 # A seed's runs and its C on one host: result.json records the host.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,24 +23,20 @@ if [ ! -f "$TEACHER" ]; then  # the comparison's convnet teacher, kept with its 
   cp experiments/distillation/results/compare/teacher-cnn.pt "$TEACHER"
 fi
 export TEACHER
+table() { /usr/bin/python3 experiments/sifting/frontier_table.py "$@"; }  # the rule's lists and tables
 run() { ARMS="$1" SEEDS="${SEEDS:-$2}" SIFT_DELAY="${DELAY:-}" bash experiments/distillation/compare.sh; }
 case ${1:-} in
   delay)
     run "FSb1d500 FSb1d1000 FSb1d2000" 11
-    /usr/bin/python3 - "$KEEP" <<'PY'
-import json, sys
-val = {d: json.load(open(f"{sys.argv[1]}/FSb1d{d}-s11/result.json"))["val_top1"] for d in (500, 1000, 2000)}
-best = max(val.values())
-chosen = min(d for d, v in val.items() if v >= best - 0.001)  # the shortest within 0.1 points of the best
-print("frontier: validation top-1 by delay: " + ", ".join(f"{d}: {v:.4f}" for d, v in val.items())
-      + f"; the rule chooses DELAY={chosen}")
-PY
+    /usr/bin/python3 experiments/sifting/frontier_table.py --results "$KEEP" --print delay
     ;;
   grid)
     [ -n "${DELAY:-}" ] || { echo "frontier grid: set DELAY (frontier.sh delay prints it)" >&2; exit 2; }
-    run "C FSb0.5 FIb0.5 FTb0.5 FSb1 FIb1 FTb1 FSb2 FIb2 FTb2" "11 12" ;;
+    run "C $(table --print points)" "$(table --print stage2-seeds)" ;;
   four)
     [ -n "${DELAY:-}" ] && [ -n "${POINT:-}" ] || { echo "frontier four: set DELAY and POINT (stage 2's choice)" >&2; exit 2; }
-    run "C E $POINT FSb0.5" "11 12 13 14" ;;
+    run "C E $POINT FSb0.5" "$(table --print stage3-seeds)" ;;
   *) echo "usage: experiments/sifting/frontier.sh delay | grid | four (see its header)" >&2; exit 2 ;;
 esac
+# The page's tables, plot and the README's line from the kept runs (commit them with the runs).
+if [ "$KEEP" = experiments/sifting/results ]; then table --write; fi
