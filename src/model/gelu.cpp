@@ -133,8 +133,8 @@ at::Tensor run_forward(const at::Tensor& x_) {
     float* yp = y.data_ptr<float>();
     at::parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) { forward_f32(xp + b, yp + b, e - b); });
   } else {
-    auto xp = reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
-    auto yp = reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>());
+    const uint16_t* xp = bf16_bits(x);
+    uint16_t* yp = bf16_bits(y);
     at::parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) { forward_bf16(xp + b, yp + b, e - b); });
   }
   return y;
@@ -150,9 +150,8 @@ at::Tensor run_backward(const at::Tensor& dy_, const at::Tensor& x) {
     at::parallel_for(0, n, kGrain,
                      [&](int64_t b, int64_t e) { backward_f32(gp + b, xp + b, dp + b, e - b); });
   } else {
-    auto gp = reinterpret_cast<const uint16_t*>(dy.data_ptr<at::BFloat16>());
-    auto xp = reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
-    auto dp = reinterpret_cast<uint16_t*>(dx.data_ptr<at::BFloat16>());
+    const uint16_t *gp = bf16_bits(dy), *xp = bf16_bits(x);
+    uint16_t* dp = bf16_bits(dx);
     at::parallel_for(0, n, kGrain,
                      [&](int64_t b, int64_t e) { backward_bf16(gp + b, xp + b, dp + b, e - b); });
   }
@@ -167,7 +166,7 @@ constexpr int64_t kBiasRows = 256;
 template <typename T>
 T* ptr(const at::Tensor& t) {
   if constexpr (std::is_same_v<T, uint16_t>)
-    return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
+    return bf16_bits(t);
   else
     return t.data_ptr<float>();
 }

@@ -18,9 +18,6 @@ constexpr int64_t kGrain = 32768;  // values per thread task
 // thread count (as bias_gelu's, model/gelu.cpp).
 constexpr int64_t kBiasRows = 256;
 
-const uint16_t* bits(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>()); }
-uint16_t* bits_out(at::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
-
 /// y = bf16(float(z) + b) for one row of m values.
 VITKD_CLONES void bias_row(const uint16_t* z, const float* b, uint16_t* y, int64_t m) {
   float f[kChunk];
@@ -44,9 +41,9 @@ VITKD_CLONES void residual_run(const float* x, const uint16_t* a, float* y, int6
 at::Tensor bias_forward(const at::Tensor& z, const at::Tensor& bias) {
   auto y = at::empty_like(z, at::MemoryFormat::Contiguous);
   const int64_t m = z.size(-1), rows = m ? z.numel() / m : 0;
-  const uint16_t* zp = bits(z);
+  const uint16_t* zp = bf16_bits(z);
   const float* bp = bias.data_ptr<float>();
-  uint16_t* yp = bits_out(y);
+  uint16_t* yp = bf16_bits(y);
   at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(m, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) bias_row(zp + r * m, bp, yp + r * m, m);
   });
@@ -59,7 +56,7 @@ at::Tensor bias_grad(const at::Tensor& dy_) {
   const int64_t m = dy.size(-1), rows = m ? dy.numel() / m : 0;
   const int64_t blocks = (rows + kBiasRows - 1) / kBiasRows;
   auto partial = at::zeros({std::max<int64_t>(blocks, 1), m}, dy.options().dtype(at::kFloat));
-  const uint16_t* gp = bits(dy);
+  const uint16_t* gp = bf16_bits(dy);
   float* acc = partial.data_ptr<float>();
   at::parallel_for(0, blocks, 1, [&](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; ++k)
@@ -75,7 +72,7 @@ at::Tensor residual_forward(const at::Tensor& x, const at::Tensor& a) {
   auto y = at::empty_like(x, at::MemoryFormat::Contiguous);
   const int64_t n = x.numel();
   const float* xp = x.data_ptr<float>();
-  const uint16_t* ap = bits(a);
+  const uint16_t* ap = bf16_bits(a);
   float* yp = y.data_ptr<float>();
   at::parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) { residual_run(xp + b, ap + b, yp + b, e - b); });
   return y;

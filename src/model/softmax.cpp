@@ -92,8 +92,6 @@ void backward_row(const uint16_t* y, const uint16_t* dy, uint16_t* dx, float* bu
 
 constexpr int64_t kGrain = 32768;  // values per thread task
 
-uint16_t* bits(const at::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
-
 /// Runs kernel(row r) over the rows of length n of `rows` x n values, with a
 /// scratch buffer of 2n floats per task.
 template <typename F>
@@ -107,8 +105,8 @@ void for_rows(int64_t rows, int64_t n, F kernel) {
 at::Tensor run_forward(const at::Tensor& x) {
   auto y = at::empty_like(x, at::MemoryFormat::Contiguous);
   const int64_t n = x.size(-1), rows = n ? x.numel() / n : 0;
-  const uint16_t* xp = bits(x);
-  uint16_t* yp = bits(y);
+  const uint16_t* xp = bf16_bits(x);
+  uint16_t* yp = bf16_bits(y);
   for_rows(rows, n, [&](int64_t r, float* buf) { forward_row(xp + r * n, yp + r * n, buf, n); });
   return y;
 }
@@ -117,8 +115,8 @@ at::Tensor run_backward(const at::Tensor& dy_, const at::Tensor& y) {
   auto dy = dy_.to(at::kBFloat16).contiguous();
   auto dx = at::empty_like(y, at::MemoryFormat::Contiguous);
   const int64_t n = y.size(-1), rows = n ? y.numel() / n : 0;
-  const uint16_t *yp = bits(y), *gp = bits(dy);
-  uint16_t* dp = bits(dx);
+  const uint16_t *yp = bf16_bits(y), *gp = bf16_bits(dy);
+  uint16_t* dp = bf16_bits(dx);
   for_rows(rows, n, [&](int64_t r, float* buf) { backward_row(yp + r * n, gp + r * n, dp + r * n, buf, n); });
   return dx;
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "util/bf16.hpp"
+
 namespace vitkd {
 
 ComputeCopy::ComputeCopy(FlatParams& flat, const std::vector<torch::Tensor>& operands) : flat_(flat) {
@@ -41,7 +43,7 @@ void ComputeCopy::refresh() {
 void ComputeCopy::gather(Communicator& comm, const Shard& shard, int rank) {
   torch::NoGradGuard ng;
   compute_.narrow(0, shard.offset, shard.size).copy_(flat_.params.narrow(0, shard.offset, shard.size));
-  comm.all_gather_bf16(reinterpret_cast<uint16_t*>(compute_.data_ptr<at::BFloat16>()), shard.size);
+  comm.all_gather_bf16(bf16_bits(compute_), shard.size);
   if (side_.numel() == 0) return;
   const int64_t at = side_at_[static_cast<size_t>(rank)], n = side_counts_[static_cast<size_t>(rank)];
   side_.narrow(0, at, n).copy_(flat_.params.index_select(0, side_index_.narrow(0, at, n)));

@@ -317,6 +317,9 @@ TEST(MpiZero, ComputeCopyIsBitwiseAutocastAtHalfTheGatherBytes) {
       EXPECT_EQ(c.gather_bytes, 0);
       continue;
     }
+    // With the copy, every bucket still starts from the accumulators'
+    // post-hooks during backward.
+    EXPECT_EQ(c.launched_in_backward, c.buckets) << "buckets " << b.bucket_bytes;
     EXPECT_EQ(a.gather_bytes, a.shard * 4);
     // Over all ranks, MPI gets the bf16 shards and each fp32 element that is
     // no operand once, instead of the fp32 shards (this model is mostly norms

@@ -328,7 +328,8 @@ TEST(ComputeCopy, CoversTheOperandsAtHalfTheGatherBytesOfViTS16) {
 }
 
 // The forward pass reading the copies under bf16 autocast gives bitwise the
-// logits and fp32 gradients of autocast casting the fp32 parameters itself.
+// logits and fp32 gradients of autocast casting the fp32 parameters itself,
+// over two backward passes accumulating into the flat buffer.
 TEST(ComputeCopy, ForwardAndGradientsAreBitwiseAutocasts) {
   VITKD_SKIP_WITHOUT_BF16_MATMUL();
   auto run = [](bool copies) {
@@ -341,14 +342,16 @@ TEST(ComputeCopy, ForwardAndGradientsAreBitwiseAutocasts) {
       model->use_compute_weights(&copy->weights());
     }
     torch::manual_seed(8);
-    const torch::Tensor x = torch::randn({5, 1, 8, 8});
     torch::Tensor logits;
-    {
-      AutocastBf16 ac(true);
-      const ViTOutput out = model->forward(x);
-      logits = (out.logits.to(torch::kFloat32) + out.dist_logits.to(torch::kFloat32));
+    for (int micro = 0; micro < 2; ++micro) {  // the second accumulates onto the first's gradients
+      const torch::Tensor x = torch::randn({5, 1, 8, 8});
+      {
+        AutocastBf16 ac(true);
+        const ViTOutput out = model->forward(x);
+        logits = (out.logits.to(torch::kFloat32) + out.dist_logits.to(torch::kFloat32));
+      }
+      logits.pow(2).sum().backward();
     }
-    logits.pow(2).sum().backward();
     return std::make_pair(logits.detach(), flat.grads.clone());
   };
   const auto [la, ga] = run(false);
