@@ -71,6 +71,27 @@ std::string cpu_bf16_flags() {
   return "unknown";
 }
 
+std::string cpu_identity() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, vendor = "unknown", family = "?", model = "?";
+  auto value = [&] {
+    std::istringstream v(line.substr(line.find(':') + 1));
+    std::string w;
+    v >> w;
+    return w;
+  };
+  while (std::getline(in, line)) {
+    if (line.rfind("vendor_id", 0) == 0) vendor = value();
+    else if (line.rfind("cpu family", 0) == 0) family = value();
+    else if (line.rfind("model", 0) == 0 && line.rfind("model name", 0) != 0) model = value();
+    else if (line.empty() && vendor != "unknown") break;  // the first processor's block is enough
+  }
+  std::string flags = cpu_bf16_flags();
+  for (char& c : flags)
+    if (c == ' ') c = '+';
+  return vendor + "-f" + family + "-m" + model + "-" + flags;
+}
+
 namespace {
 
 // oneDNN ISA names (ONEDNN_MAX_CPU_ISA) that stop below native bf16

@@ -99,4 +99,10 @@ std::string precision_warning(const PrecisionChoice& p);
 /// ("avx512_bf16 amx_bf16", "none", or "unknown" off Linux).
 std::string cpu_bf16_flags();
 
+/// The CPU as one word, for keys that must tell CPUs apart where host names do
+/// not (a cloud image's host name is the same on every CPU it boots on):
+/// vendor, family, model and the bf16 flags, e.g.
+/// "GenuineIntel-f6-m167-avx512_bf16+amx_bf16" ("unknown-f?-m?-unknown" off Linux).
+std::string cpu_identity();
+
 }  // namespace vitkd

@@ -12,6 +12,7 @@
 #include "config/config.hpp"
 #include "data/fits_model.hpp"
 #include "model/gemm_rate.hpp"
+#include "model/precision.hpp"
 #include "train/evaluate.hpp"
 #include "train/resume.hpp"
 #include "util/alloc.hpp"
@@ -293,8 +294,9 @@ void make_loaders(const Config& cfg, TrainSetup& s) {
 
 // The MFU ceiling, one per machine: train.mfu_ceiling, or measured once for a
 // second with every rank of the node multiplying at once, then kept
-// (model/gemm_rate.hpp) and read by every later run with the same host,
-// LibTorch, precision, device, ranks per node and threads; the start-up line,
+// (model/gemm_rate.hpp) and read by every later run with the same host, CPU
+// (model/precision.hpp's cpu_identity), LibTorch, precision, device, ranks
+// per node and threads; the start-up line,
 // result.json and the timing log all carry this one figure. Collective.
 void set_mfu_ceiling(const Config& cfg, TrainSetup& s) {
   const World& w = world();
@@ -304,7 +306,7 @@ void set_mfu_ceiling(const Config& cfg, TrainSetup& s) {
   if (s.gemm_ceiling > 0) return;
   const auto dtype = plan.bf16 ? torch::kBFloat16 : torch::kFloat32;
   const std::string file = ceiling_file();
-  const std::string key = w.host + "|libtorch-" + libtorch_version() + "|" + choice_name(plan.bf16 ? Precision::Bf16 : Precision::Fp32) + "|" +
+  const std::string key = w.host + "|" + cpu_identity() + "|libtorch-" + libtorch_version() + "|" + choice_name(plan.bf16 ? Precision::Bf16 : Precision::Fp32) + "|" +
                           plan.device.str() + "|ranks-" + std::to_string(w.local_size) + "|threads-" +
                           std::to_string(plan.threads);
   double mine = kept_ceiling(file, key);

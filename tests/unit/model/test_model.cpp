@@ -433,3 +433,21 @@ TEST(Precision, ProbeIsTimeBoxedAndAgreesWithItsRule) {
   EXPECT_EQ(f.probe_seconds, 0.0);
   EXPECT_EQ(f.bf16_over_fp32, 0.0);
 }
+
+// The CPU in the MFU ceiling's key (train/setup.cpp): one word (the kept
+// file's keys end at whitespace), naming vendor, family, model and the bf16
+// flags, so that one host name booted on two CPUs keeps two ceilings.
+TEST(Precision, CpuIdentityIsOneWordNamingTheCpuAndItsBf16Flags) {
+  const std::string id = cpu_identity();
+  EXPECT_EQ(id.find_first_of(" \t\n"), std::string::npos) << id;
+  std::string flags = cpu_bf16_flags();
+  for (char& c : flags)
+    if (c == ' ') c = '+';
+  ASSERT_GE(id.size(), flags.size() + 1);
+  EXPECT_EQ(id.substr(id.size() - flags.size() - 1), "-" + flags) << id;
+#ifdef __linux__
+  EXPECT_EQ(id.find("unknown-"), std::string::npos) << id;
+  EXPECT_EQ(id.find("-f?"), std::string::npos) << id;
+  EXPECT_EQ(id.find("-m?"), std::string::npos) << id;
+#endif
+}
