@@ -50,6 +50,7 @@ DELAY_SEED, DELAYS = "11", (500, 1000, 2000)
 OWN_POINT = "FSb0.5"  # the seeds' operating point, run at four seeds whatever stage 2 chooses
 TARGET_TIME, TARGET_TOP1 = -0.30, -0.005  # ≥ 30 % less time, the top-1 interval above −0.5 points
 CHOICE_TOP1, FALLBACK_TOP1 = -0.005, -0.010  # stage 2's choice: mean within 0.5 points, else within 1.0
+PACE_SKIP, PACE_EPOCHS = 2, 8  # the host's drift within a run: epochs 3-10 against the last 8 (pace())
 BEGIN = "<!-- BEGIN experiments/sifting/frontier_table.py: generated from results/; edit the files, not this block -->"
 END = "<!-- END experiments/sifting/frontier_table.py -->"
 ANSWER_BEGIN = "<!-- BEGIN experiments/sifting/frontier_table.py answer: generated from results/; edit the files, not this block -->"
@@ -72,6 +73,7 @@ def load(results):
             r["where"] = compare_table.where(result, d)
             r["kept_fraction"] = float(result.get("kept_fraction", 1.0))
             r["delay"] = (r["recipe"] or {}).get("sift.delay")
+            r["epoch_seconds"] = [float(x) for x in result.get("epoch_seconds") or []]
             runs.setdefault(name, {})[s] = r
     return runs
 
@@ -151,6 +153,34 @@ def chosen_point(runs):
     return None
 
 
+def pace(r):
+    """The host's drift over one run: the mean of its last PACE_EPOCHS epochs over the mean of the
+    PACE_EPOCHS after the first PACE_SKIP (sifting starts within them); None for a shorter run."""
+    e = r.get("epoch_seconds") or []
+    if len(e) < PACE_SKIP + 2 * PACE_EPOCHS:
+        return None
+    early = e[PACE_SKIP:PACE_SKIP + PACE_EPOCHS]
+    return (sum(e[-PACE_EPOCHS:]) / PACE_EPOCHS) / (sum(early) / PACE_EPOCHS)
+
+
+def pace_lines(runs):
+    """Per seed of stage 2: C's drift beside the points' range. A C that ran at a slower pace early
+    than late (or the reverse) biases every paired time of its seed by about the difference."""
+    out = []
+    for s in STAGE2_SEEDS:
+        c = runs.get("C", {}).get(s)
+        pts = [pace(runs[p][s]) for p, _ in POINTS if s in runs.get(p, {})]
+        pts = [x for x in pts if x is not None]
+        if c is None or pace(c) is None:
+            continue
+        out.append(f"seed {s}: C {pace(c):.2f}" + (f", the points {min(pts):.2f}–{max(pts):.2f}" if pts else ""))
+    if not out:
+        return []
+    return ["", f"The host's pace within each run (the last {PACE_EPOCHS} epochs' mean time over that of "
+            f"epochs {PACE_SKIP + 1}–{PACE_SKIP + PACE_EPOCHS}; 1.00: steady): " + "; ".join(out) +
+            ". Where C's differs from the points', its seed's time changes are biased by about the difference."]
+
+
 def stage2(runs):
     out = [f"| point | what | seeds (of {len(STAGE2_SEEDS)}) | kept fraction | test top-1, mean | "
            "test top-1 − C (points) | 95 % interval | McNemar p per seed | training time against C |",
@@ -169,6 +199,7 @@ def stage2(runs):
     cs = [c[s] for s in STAGE2_SEEDS if s in c]
     out += ["", "C (no sifting): " + ("not run yet." if not cs else ", ".join(
         f"seed {r['name'][-2:]}: test top-1 {r['final']:.4f} in {r['train_seconds'] / 60:.1f} min" for r in cs) + ".")]
+    out += pace_lines(runs)
     choice = chosen_point(runs)
     done = sum(1 for p, _ in POINTS for s in STAGE2_SEEDS if s in runs.get(p, {})) + len(cs)
     total = (len(POINTS) + 1) * len(STAGE2_SEEDS)

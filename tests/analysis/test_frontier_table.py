@@ -29,7 +29,7 @@ tool = os.path.join(src, "experiments", "sifting", "frontier_table.py")
 C_FINAL, C_SECONDS = {"11": 0.915, "12": 0.917, "13": 0.916, "14": 0.918}, 1000.0
 
 
-def kept(folder, seed, final, seconds, delay=500, beta=None, val=None, kept_fraction=1.0):
+def kept(folder, seed, final, seconds, delay=500, beta=None, val=None, kept_fraction=1.0, epochs=None):
     """A run as experiments/distillation/keep_run.py keeps it."""
     os.makedirs(folder)
     sift = "" if beta is None else f"\n[sift]\nenabled = true\nbeta = {beta}\ndelay = {delay}\n"
@@ -37,25 +37,26 @@ def kept(folder, seed, final, seconds, delay=500, beta=None, val=None, kept_frac
              {"step": 20, "epoch": 2, "train_seconds": seconds, "val_top1": final if val is None else val}]
     json.dump({"test_top1": final, "steps": 20, "epochs": 2, "seed": seed, "eval_split": "val",
                "evaluations": evals, "world_size": 2, "compute": "bf16", "libtorch": "1.13.0",
-               "kept_fraction": kept_fraction, "vitkd_version": "0.4.7", "finished_utc": "2026-12-07 10:00 UTC",
+               "kept_fraction": kept_fraction, "vitkd_version": "0.4.7", "epoch_seconds": epochs or [], "finished_utc": "2026-12-07 10:00 UTC",
                "config": f"[run]\nseed = {seed}\n\n[train]\nepochs = 2\n\n[precision]\ncompute = \"bf16\"\n" + sift},
               open(os.path.join(folder, "result.json"), "w"))
     json.dump({"median_step_ms": 10.0, "cpu": "Planted CPU (amx_bf16)"}, open(os.path.join(folder, "timing-summary.json"), "w"))
 
 
-def plant(points, seeds=("11", "12"), delays=True, extra=()):
-    """points: {name: (top-1 change per seed in points, time ratio)}; returns the results folder."""
+def plant(points, seeds=("11", "12"), delays=True, extra=(), c_epochs=None, epochs=None):
+    """points: {name: (top-1 change per seed in points, time ratio)}; c_epochs and epochs: C's and the
+    points' epoch_seconds; returns the results folder."""
     shutil.rmtree(work, ignore_errors=True)
     results = os.path.join(work, "results")
     if delays:
         for d, v in ((500, 0.9160), (1000, 0.9168), (2000, 0.9100)):
             kept(f"{results}/FSb1d{d}-s11", 11, 0.91, 900.0, delay=d, beta=1, val=v)
     for s in seeds:
-        kept(f"{results}/C-s{s}", int(s), C_FINAL[s], C_SECONDS)
+        kept(f"{results}/C-s{s}", int(s), C_FINAL[s], C_SECONDS, epochs=c_epochs)
         for name, (change, ratio) in points.items():
             beta = name.split("b")[1].split("d")[0]
             kept(f"{results}/{name}-s{s}", int(s), C_FINAL[s] + change[s] / 100, ratio * C_SECONDS, beta=beta,
-                 kept_fraction=1 / (1 + float(beta)))
+                 kept_fraction=1 / (1 + float(beta)), epochs=epochs)
     for folder, seed, final, seconds, delay in extra:
         kept(f"{results}/{folder}", seed, final, seconds, delay=delay, beta=1)
     return results
@@ -99,6 +100,13 @@ check("| FSb1 | 4 | -0.40 | [-0.74, -0.06] |" in out and "| -35.0 %, 95 % [-35.0
 s = subprocess.run([sys.executable, tool, "--results", results, "--readme", os.devnull, "--summary", "", "--print",
                     "points"], capture_output=True, text=True)
 check(s.stdout.split() == list(NINE), f"--print points: the grid in frontier.sh's order (got {s.stdout.strip()!r})")
+
+# The host's pace: C slowed early (epochs 3-10 at 40 s, the last 8 at 32 s), the points steady.
+drift = [50.0, 45.0] + [40.0] * 8 + [36.0] * 8 + [32.0] * 8
+out = run(plant(grid, c_epochs=drift, epochs=[50.0, 45.0] + [30.0] * 24)).stdout
+check("seed 11: C 0.80, the points 1.00–1.00; seed 12: C 0.80, the points 1.00–1.00." in out,
+      "the pace line: C's drift (0.80) beside the points' (1.00), per seed")
+check("The host's pace" not in run(plant(grid)).stdout, "no pace line for runs without epoch times")
 
 # No point within 0.5 points: the largest saving within 1.0, and the note.
 low = {p: ({"11": -1.5, "12": -1.5}, 0.9) for p in NINE}
