@@ -20,8 +20,9 @@
 # gradient clipping 1.0. Step time = the median wall time of a step after
 # WARMUP steps (rank 0's; a step ends in a collective); images/s = global
 # batch / step time; MFU = images/s x the model's FLOPs per image (vitkd's
-# count, the same models) / (the bf16 or fp32 ceiling vitkd keeps for this
-# host at 2 ranks, per core, x 2 cores; see "The MFU ceiling" below).
+# count, the same models) / (its own LibTorch's bf16 or fp32 ceiling, the one
+# vitkd keeps for this CPU at 2 ranks, per core, x 2 cores; timm's is that of
+# the build on torch's LibTorch; see "The MFU ceilings" below).
 # Environment: BUILDS (default "build,build-torch2"; the ones missing are
 # skipped and named), PEERS (default "eager,compiled"), MODES (default
 # "distill,student"), BATCH (16), WARMUP (3), OUT (runs/bench-vs-timm),
@@ -83,28 +84,46 @@ if [ ! -f "$TEACHER" ]; then
     { echo "vs_timm: the teacher run failed ($OUT/teacher-b16.log)" >&2; exit 1; }
 fi
 
-# The MFU ceiling: the one vitkd keeps for this host, LibTorch, precision and
-# 2 ranks (train.mfu_ceiling = 0: the large square product timed once for 1 s
-# with both ranks multiplying, then kept; docs/configuration.md), read from a
-# one-step run of the first build, so that every MFU of the table and every
-# vitkd run's result.json divide by this one figure (a short probe of its own
-# varied by ±8 % between calls: experiments/performance-log.md, 2026-12-07).
-mapfile -t S < <(sets "${COMMON[@]}" run.mode=\"teacher\" model.preset=\"vit_s16\" train.max_steps=1 data.batch_size=2 \
-                      checkpoint.every_steps=0 train.mfu_ceiling=0 run.out_dir=\"$OUT/ceiling\")
-rm -rf "$OUT/ceiling"
-mpirun -n "$NP" "${VITKD[0]}/vitkd" train "$BASE" "${S[@]}" > "$OUT/ceiling.log" 2>&1 ||
-  { echo "vs_timm: the ceiling run failed ($OUT/ceiling.log)" >&2; exit 1; }
-read -r CEILING CEILING_FROM < <(/usr/bin/python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
-print(r["gemm_flops_per_core"], r["gemm_ceiling_source"])' "$OUT/ceiling/result.json")
+# The MFU ceilings, one per LibTorch: measured at the start of every benchmark
+# the way vitkd keeps one (train.mfu_ceiling = 0: the large square product
+# timed for 1 s with both ranks multiplying; docs/configuration.md) by a
+# one-step run of each build, and kept in $OUT/gemm-ceilings.txt (not the
+# user's ~/.cache file, which may hold a figure measured under load), so that
+# every MFU of the table and every vitkd run's result.json divide by the same
+# figure, measured with nothing else running (a short probe of its own varied
+# by +-8 % between calls: experiments/performance-log.md, 2026-12-07). Each
+# program is divided by its own LibTorch's ceiling (2.x's bf16 products ran
+# 1.7x 1.13's on a Xeon with AMX, 2026-12-07); timm's is the ceiling of the
+# build whose LibTorch is torch's (none: no MFU for timm).
+declare -A CEIL LIBTORCH
+export VITKD_CEILING_FILE=$OUT/gemm-ceilings.txt
+rm -f "$VITKD_CEILING_FILE"
+for b in "${VITKD[@]}"; do
+  c=$OUT/ceiling-${b//\//_}
+  mapfile -t S < <(sets "${COMMON[@]}" run.mode=\"teacher\" model.preset=\"vit_s16\" train.max_steps=1 data.batch_size=2 \
+                        checkpoint.every_steps=0 train.mfu_ceiling=0 run.out_dir=\"$c\")
+  rm -rf "$c"
+  mpirun -n "$NP" "$b/vitkd" train "$BASE" "${S[@]}" > "$c.log" 2>&1 ||
+    { echo "vs_timm: the ceiling run of $b failed ($c.log)" >&2; exit 1; }
+  read -r CEIL[$b] LIBTORCH[$b] < <(/usr/bin/python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
+print(r["gemm_flops_per_core"], r["libtorch"])' "$c/result.json")
+done
+TORCH=$("$PT2_PYTHON" -c 'import torch; print(torch.__version__.split("+")[0])')
+TIMM_CEIL=0
+for b in "${VITKD[@]}"; do
+  if [ "${LIBTORCH[$b]}" = "$TORCH" ]; then TIMM_CEIL=${CEIL[$b]}; fi
+done
 echo "vs_timm: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc --all) cores;" \
-     "precision $PRECISION (ceiling $(awk -v c="$CEILING" 'BEGIN {printf "%.0f", c / 1e9}') GFLOP/s per core, $CEILING_FROM);" \
+     "precision $PRECISION; ceilings in GFLOP/s per core:" \
+     "$(for b in "${VITKD[@]}"; do printf '%s (LibTorch %s) %.0f; ' "$b" "${LIBTORCH[$b]}" "$(awk -v c="${CEIL[$b]}" 'BEGIN {print c / 1e9}')"; done)" \
+     "timm (torch $TORCH) $(awk -v c="$TIMM_CEIL" 'BEGIN {print (c > 0 ? sprintf("%.0f", c / 1e9) : "none")}');" \
      "$ROUNDS rounds of $STEPS steps (median after $WARMUP), batch $BATCH x $NP ranks${VITKD_SET:+; vitkd with $VITKD_SET}"
 
 run_vitkd() {  # BUILD MODE DIR
   local mode=$2 dir=$3 extra=()
   [ "$mode" = distill ] && extra=(run.mode=\"distill\" teacher.checkpoint=\"$TEACHER\") || extra=(run.mode=\"teacher\")
   mapfile -t S < <(sets "${COMMON[@]}" "${extra[@]}" model.preset=\"vit_s16\" train.max_steps="$STEPS" \
-                        checkpoint.every_steps=0 train.mfu_ceiling="$CEILING" run.out_dir=\"$dir\" "${VSET[@]}")
+                        checkpoint.every_steps=0 train.mfu_ceiling="${CEIL[$1]}" run.out_dir=\"$dir\" "${VSET[@]}")
   rm -rf "$dir"
   mpirun -n "$NP" "$1/vitkd" train "$BASE" "${S[@]}" > "$dir.log" 2>&1 ||
     { echo "vs_timm: vitkd run failed ($dir.log)" >&2; exit 1; }
@@ -133,5 +152,5 @@ for ((r = 0; r < ROUNDS; r++)); do
   done
 done
 /usr/bin/python3 jobs/bench/vs_timm_summary.py "$OUT" --rounds "$ROUNDS" --warmup "$WARMUP" --batch $((BATCH * NP)) \
-  --ceiling "$CEILING" --cores "$NP" --precision "$PRECISION" --builds "${VITKD[*]}" --peers "${PEER_LIST[*]}" \
+  --ceilings "$(for b in "${VITKD[@]}"; do printf '%s=%s ' "$b" "${CEIL[$b]}"; done)" --timm-ceiling "$TIMM_CEIL" --cores "$NP" --precision "$PRECISION" --builds "${VITKD[*]}" --peers "${PEER_LIST[*]}" \
   --modes "${MODE_LIST[*]}" --python "$PT2_PYTHON" --seconds $(( $(date +%s) - t0 ))

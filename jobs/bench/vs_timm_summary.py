@@ -4,8 +4,9 @@ Per program and mode: the median over rounds of each run's median step time
 after the warm-up steps (vitkd: rank 0's /step_wall_seconds in timing.h5;
 timm: result.json's step_seconds, rank 0's, recorded on the CPU), images/s = global batch / that
 time, MFU = images/s x FLOPs per image (vitkd's count for the same models,
-from its result.json) / (ceiling per core x cores), and the ratio of every
-vitkd build to every timm peer.
+from its result.json) / (the program's own LibTorch's ceiling per core x
+cores; timm's: --timm-ceiling, 0 for none), and the ratio of every vitkd
+build to every timm peer.
     python3 jobs/bench/vs_timm_summary.py OUT --rounds R --warmup W --batch G ...
 """
 import argparse
@@ -51,7 +52,8 @@ def main():
     p.add_argument("--rounds", type=int, required=True)
     p.add_argument("--warmup", type=int, required=True)
     p.add_argument("--batch", type=int, required=True, help="global batch")
-    p.add_argument("--ceiling", type=float, required=True, help="FLOP/s per core")
+    p.add_argument("--ceilings", required=True, help="BUILD=FLOP/s per core, one per vitkd build")
+    p.add_argument("--timm-ceiling", type=float, required=True, help="FLOP/s per core for timm's torch; 0: none")
     p.add_argument("--cores", type=int, required=True)
     p.add_argument("--precision", required=True)
     p.add_argument("--builds", required=True)
@@ -60,6 +62,7 @@ def main():
     p.add_argument("--python", required=True)
     p.add_argument("--seconds", type=float, default=0)
     a = p.parse_args()
+    ceilings = {b: float(c) for b, c in (kv.split("=", 1) for kv in a.ceilings.split())}
     programs = [("vitkd-" + b, "vitkd", b) for b in a.builds.split()] + \
                [("timm-" + q, "timm", q) for q in a.peers.split()]
     flags = open("/proc/cpuinfo").read()
@@ -67,7 +70,9 @@ def main():
                              capture_output=True, text=True).stdout.split()
     summary = {"cpu": cpu_model(), "cores": os.cpu_count(), "bf16_flags": sorted(
                    {f for f in ("avx512_bf16", "amx_bf16") if re.search(rf"\b{f}\b", flags)}),
-               "precision": a.precision, "ceiling_flops_per_core": a.ceiling, "ranks": a.cores,
+               "precision": a.precision, "ceiling_flops_per_core": {
+                   **{"vitkd-" + b: c for b, c in ceilings.items()}, "timm": a.timm_ceiling or None},
+               "ranks": a.cores,
                "global_batch": a.batch, "rounds": a.rounds, "warmup_steps": a.warmup,
                "torch": torch_v[0] if torch_v else "?", "timm": torch_v[1] if len(torch_v) > 1 else "?",
                "wall_seconds": a.seconds, "modes": {}}
@@ -82,13 +87,16 @@ def main():
                 per_round.append(median_after(steps, a.warmup, d))
                 if kind == "vitkd" and flops is None:
                     flops = json.load(open(os.path.join(d, "result.json")))["flops_per_sample"]
-            row = {"step_seconds_per_round": per_round, "step_seconds": statistics.median(per_round)}
+            ceiling = ceilings[which] if kind == "vitkd" else a.timm_ceiling
+            row = {"step_seconds_per_round": per_round, "step_seconds": statistics.median(per_round),
+                   "ceiling_flops_per_core": ceiling or None}
             row["images_per_second"] = a.batch / row["step_seconds"]
             if kind == "vitkd":
                 row["libtorch"] = libtorch_of(os.path.join(a.out, f"{mode}-{kind}-{which}-0"))
             rows[name] = row
         for row in rows.values():
-            row["mfu"] = row["images_per_second"] * flops / (a.ceiling * a.cores) if flops else None
+            c = row["ceiling_flops_per_core"]
+            row["mfu"] = row["images_per_second"] * flops / (c * a.cores) if flops and c else None
         ratios = {f"{v} / {t}": rows[v]["images_per_second"] / rows[t]["images_per_second"]
                   for v, k, _ in programs if k == "vitkd" for t, k2, _ in programs if k2 == "timm"}
         summary["modes"][mode] = {"flops_per_image": flops, "programs": rows, "ratios": ratios}
@@ -99,12 +107,13 @@ def main():
     print(f"\n{summary['cpu']}, {summary['precision']}, batch {a.batch} on {a.cores} ranks, torch "
           f"{summary['torch']}, timm {summary['timm']}; median of {a.rounds} rounds of the median step after "
           f"{a.warmup} warm-up steps")
-    print(f"{'mode':8} {'program':22} {'step s':>8} {'img/s':>7} {'MFU':>5}  per round (s)")
+    print(f"{'mode':8} {'program':22} {'step s':>8} {'img/s':>7} {'MFU':>5} {'ceiling':>7}  per round (s)")
     for mode, m in summary["modes"].items():
         for name, row in m["programs"].items():
             lib = f" ({row['libtorch']})" if "libtorch" in row else ""
             mfu = f"{row['mfu']:.2f}" if row["mfu"] is not None else "-"
-            print(f"{mode:8} {name + lib:22} {row['step_seconds']:8.3f} {row['images_per_second']:7.2f} {mfu:>5}  "
+            ceil = f"{row['ceiling_flops_per_core'] / 1e9:.0f}" if row["ceiling_flops_per_core"] else "-"
+            print(f"{mode:8} {name + lib:22} {row['step_seconds']:8.3f} {row['images_per_second']:7.2f} {mfu:>5} {ceil:>7}  "
                   + " ".join(f"{x:.3f}" for x in row["step_seconds_per_round"]))
         for k, v in m["ratios"].items():
             print(f"{mode:8} {k:40} {v:.2f}x")
