@@ -18,6 +18,13 @@ step()), unless --steps gives the count. On a GPU, vitkd's trace has the
 host's times only; torch.profiler's has the kernels too, on their own
 streams (threads), so there the self times can sum to more than the span.
 
+--within NAME keeps the events inside events named NAME (on the same
+thread) and those events themselves, whose self time is then the time in no
+operator: vitkd's traces name each phase of a step as a scope,
+vitkd::teacher_forward, vitkd::student_forward, vitkd::backward, ... (the
+timing log's phase names), so that `--within vitkd::teacher_forward` is the
+teacher's share of the step. The percentages stay of the whole trace's span.
+
 --json OUT writes every operator (not only the top N) and the totals.
 Pure Python standard library. Exit 2 on a file that is not such a trace.
 """
@@ -59,6 +66,16 @@ def load_events(path):
     return events
 
 
+def within(events, name):
+    """The events inside an event named `name` on the same thread, and those events."""
+    spans = {}
+    for e in events:
+        if e[0] == name:
+            spans.setdefault(e[1], []).append((e[2], e[2] + e[3]))
+    return [e for e in events
+            if any(a <= e[2] and e[2] + e[3] <= b for a, b in spans.get(e[1], ()))]
+
+
 def self_times(events):
     """Self time of each event (same order): its duration less the part of it
     its direct children cover. Events nest per thread; a child reaching past
@@ -83,11 +100,13 @@ def self_times(events):
     return [max(s, 0.0) for s in out]
 
 
-def aggregate(events, steps=None):
-    """The per-operator table and its totals, as a dict (what --json writes)."""
-    selfs = self_times(events)
+def aggregate(events, steps=None, inside=None):
+    """The per-operator table and its totals, as a dict (what --json writes); with `inside`, of the
+    events within() it, against the whole trace's span and steps."""
+    kept = within(events, inside) if inside else events
+    selfs = self_times(kept)
     ops = {}
-    for e, s in zip(events, selfs):
+    for e, s in zip(kept, selfs):
         o = ops.setdefault(e[0], {"name": e[0], "calls": 0, "total_ms": 0.0, "self_ms": 0.0, "categories": set()})
         o["calls"] += 1
         o["total_ms"] += e[3] / 1e3
@@ -104,13 +123,14 @@ def aggregate(events, steps=None):
         o["self_pct"] = 100.0 * o["self_ms"] / wall_ms if wall_ms > 0 else 0.0
         o["self_ms_per_step"] = o["self_ms"] / n
         o["calls_per_step"] = o["calls"] / n
-    return {"events": len(events), "threads": len({e[1] for e in events}), "steps": n,
+    return {"events": len(kept), "within": inside, "threads": len({e[1] for e in kept}), "steps": n,
             "steps_from": steps_from, "wall_ms": wall_ms, "wall_ms_per_step": wall_ms / n,
             "self_ms_total": sum(selfs) / 1e3, "operators": rows}
 
 
 def table(r, top, path):
-    lines = [f"{path}: {r['events']} events on {r['threads']} thread(s), {r['steps']} step(s) "
+    part = f" within {r['within']}" if r.get("within") else ""
+    lines = [f"{path}: {r['events']} events{part} on {r['threads']} thread(s), {r['steps']} step(s) "
              f"(from {r['steps_from']}), {r['wall_ms']:.3f} ms profiled ({r['wall_ms_per_step']:.3f} ms per step)"]
     w = max([len("operator")] + [len(o["name"]) for o in r["operators"][:top]])
     lines.append(f"{'operator':<{w}}  {'calls':>7}  {'total ms':>10}  {'self ms':>10}  {'self %':>6}  "
@@ -132,13 +152,17 @@ def main(argv=None):
     p.add_argument("--top", type=int, default=25, help="operators shown (default 25)")
     p.add_argument("--steps", type=int, default=None, help="steps in the trace (default: its step events)")
     p.add_argument("--json", metavar="OUT", help="also write every operator as JSON")
+    p.add_argument("--within", metavar="NAME", help="only the events inside events named NAME, e.g. "
+                   "vitkd::teacher_forward")
     a = p.parse_args(argv)
     if a.top < 1 or (a.steps is not None and a.steps < 1):
         p.error("--top and --steps must be at least 1")
     events = load_events(a.trace)
     if not events:
         die(f"{a.trace} has no complete (\"ph\": \"X\") events")
-    r = aggregate(events, a.steps)
+    if a.within and not any(e[0] == a.within for e in events):
+        die(f"{a.trace} has no event named {a.within}")
+    r = aggregate(events, a.steps, a.within)
     r["trace"] = a.trace
     print(table(r, a.top, a.trace))
     if a.json:

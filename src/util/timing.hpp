@@ -1,8 +1,12 @@
 #pragma once
 // Wall-clock time per training phase, per step (seconds, steady clock).
+#include <ATen/record_function.h>
+
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace vitkd {
@@ -107,11 +111,28 @@ struct PhaseTimes {
   void next_step() { step.fill(0.0); }
 };
 
+/// "vitkd::<phase name>": a phase's scope in a profile (train.profile_steps).
+inline const char* phase_scope_name(Phase p) {
+  static const std::array<std::string, kNumPhases> names = [] {
+    std::array<std::string, kNumPhases> n;
+    for (int i = 0; i < kNumPhases; ++i) n[i] = std::string("vitkd::") + kPhaseNames[i];
+    return n;
+  }();
+  return names[static_cast<int>(p)].c_str();
+}
+
 /// Times a scope into one phase; with a null `t` it times nothing (callers
-/// whose caller may not want timings pass the pointer through).
+/// whose caller may not want timings pass the pointer through). While
+/// LibTorch's profiler records, the phase is also a scope of the trace named
+/// phase_scope_name(p), so that analysis/profile_ops.py --within can split a
+/// step's operators by phase.
 class ScopedPhase {
  public:
-  ScopedPhase(PhaseTimes* t, Phase p) : t_(t), p_(p), t0_(start(t, p)) {}
+  ScopedPhase(PhaseTimes* t, Phase p) : t_(t), p_(p), t0_(start(t, p)) {
+    if (!t_) return;
+    scope_.emplace(at::RecordScope::USER_SCOPE);
+    if (scope_->isActive()) scope_->before(phase_scope_name(p), c10::ArrayRef<const c10::IValue>{});
+  }
   ScopedPhase(PhaseTimes& t, Phase p) : ScopedPhase(&t, p) {}
   ScopedPhase(const ScopedPhase&) = delete;
   ScopedPhase& operator=(const ScopedPhase&) = delete;
@@ -131,6 +152,7 @@ class ScopedPhase {
   PhaseTimes* t_;
   Phase p_;
   Clock::time_point t0_;
+  std::optional<at::RecordFunction> scope_;  ///< ends after the time is taken (members outlive the body)
 };
 
 /// Milliseconds per call of fn, repeated for about `seconds` after one untimed

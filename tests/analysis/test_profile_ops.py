@@ -100,6 +100,20 @@ if r:
     rows = [l for l in p.stdout.splitlines()[2:] if not l.startswith("(")]
     check(len(rows) == 2, f"--top 2 prints 2 rows, got {len(rows)}")
 
+# --within B: B's two calls and what they hold on their own thread (C inside thread 1's B; thread 3's
+# D reaches past its B's end, so it is not inside), self times as in the whole table, the span the
+# whole trace's.
+p, r = run(legacy, "--within", "B")
+check(p.returncode == 0, f"--within B: exit {p.returncode} {p.stderr.strip()}")
+if r:
+    ops = {o["name"]: o for o in r["operators"]}
+    check(set(ops) == {"B", "C"} and ops["C"]["calls"] == 1 and abs(ops["C"]["self_ms"] - 0.010) < 1e-9
+          and ops["B"]["calls"] == 2 and abs(ops["B"]["self_ms"] - (20 + 10) / 1e3) < 1e-9,
+          f"--within B: B (2 calls, 30 us self) and the C inside it (got {sorted(ops)})")
+    check(abs(r["wall_ms"] - 0.160) < 1e-9 and r["within"] == "B", "--within: the whole trace's span")
+p = subprocess.run([sys.executable, SCRIPT, os.path.join(WORK, "legacy.json"), "--within", "Z"], capture_output=True, text=True)
+check(p.returncode == 2 and "no event named Z" in p.stderr, f"--within a name not in the trace: exit 2 ({p.stderr.strip()})")
+
 for bad, content in (("not_json.json", "[{"), ("no_events.json", {"traceEvents": [{"ph": "M"}]}),
                      ("scalar.json", 3)):
     path = os.path.join(WORK, bad)

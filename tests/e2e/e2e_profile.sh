@@ -9,7 +9,10 @@
 #                                           them the matrix products and their backward;
 #                                           analysis/profile_ops.py (Debian's python3) finds the 2
 #                                           steps, twice each step's calls, and self times that sum
-#                                           to at most the profiled time; 3 steps asked for from
+#                                           to at most the profiled time; each step's phases are
+#                                           scopes (vitkd::student_forward, vitkd::backward), and
+#                                           profile_ops.py --within puts every backward node in
+#                                           the backward's; 3 steps asked for from
 #                                           the second-to-last step of an epoch: the profile ends
 #                                           with the epoch, 2 steps, and says so
 # (A negative train.profile_steps is refused in one line: tests/unit/config/test_config.cpp.)
@@ -35,8 +38,8 @@ case_asked_steps_are_profiled_per_operator() {
   done
   [ ! -e p/profile-rank$NP.json ] && ! ls p/*.tmp 2> /dev/null || fail "stray files in p/"
   cat table0.txt
-  "$PYTHON" - "$NP" <<'PY'
-import collections, json, sys
+  "$PYTHON" - "$NP" "$SRC/analysis/profile_ops.py" <<'PY'
+import collections, json, subprocess, sys
 MM = ("aten::addmm", "aten::mm", "aten::linear", "aten::matmul")
 for r in range(int(sys.argv[1])):
     trace = [e for e in json.load(open(f"p/profile-rank{r}.json")) if e.get("ph") == "X"]
@@ -63,6 +66,20 @@ for r in range(int(sys.argv[1])):
     assert t["threads"] == 1 and 0 < t["self_ms_total"] <= t["wall_ms"] * (1 + 1e-9), (t["threads"], t["self_ms_total"], t["wall_ms"])
     print(f"ok: rank {r}: 2 steps of {sum(per_step[0].values())} operator calls each; "
           + ", ".join(f"{m} x{per_step[0][m]}" for m in mm + backward) + " per step")
+    # Each step's phases are scopes of the trace: --within splits the operators by phase, every
+    # backward node inside vitkd::backward and none inside vitkd::student_forward.
+    phase = {}
+    for name in ("vitkd::student_forward", "vitkd::backward"):
+        assert sum(e["name"] == name for e in trace) >= 2, f"rank {r}: fewer than 2 {name} scopes"
+        out = subprocess.run([sys.executable, sys.argv[2], f"p/profile-rank{r}.json", "--within", name,
+                              "--json", f"w{r}.json"], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        phase[name] = {o["name"]: o for o in json.load(open(f"w{r}.json"))["operators"]}
+    fwd, bwd = phase["vitkd::student_forward"], phase["vitkd::backward"]
+    assert not [m for m in fwd if m.endswith("Backward0")], sorted(fwd)
+    for m in backward:
+        assert bwd.get(m, {}).get("calls") == ops[m]["calls"], (m, bwd.get(m), ops[m]["calls"])
+    print(f"ok: rank {r}: {len(fwd)} operators within the forward phase, {len(bwd)} within backward")
 PY
   # 2 epochs of 4 steps: 64 samples in global batches of 16
   LOG=e.log expect 0 vk "$NP" train p.toml --set data.batch_size=$((16 / NP)) --set train.epochs=2 \
