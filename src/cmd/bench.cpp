@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <optional>
 
@@ -147,26 +148,31 @@ int bench_ops(const cli::Args& a) {
   return kExitOk;
 }
 
-// Attention forward + backward at ViT-S/16's shapes, LibTorch's fused kernel
+// Attention at a timm preset's shapes (--model), LibTorch's fused kernel
 // against bmm-softmax-bmm (model.attention), alone and inside a block:
-// alternating rounds, medians (the performance log's evidence).
+// forward + backward as a student trains, and (bf16) the forward alone as a
+// frozen teacher runs it (inference mode, bf16 weights and biases, the scale
+// folded into the queries: distill/teacher.cpp). Alternating rounds, medians
+// (the performance log's evidence).
 int bench_attention(const cli::Args& a) {
   torch::set_num_threads(static_cast<int>(a.integer("threads")));
   const double secs = a.integer("millis") / 1000.0;
-  const int64_t B = a.integer("batch"), T = 197, D = 384, H = 6, rounds = a.integer("rounds");
+  const auto& presets = model_presets();
+  const auto preset = std::find_if(presets.begin(), presets.end(),
+                                   [&](const ModelPreset& p) { return a.text("model") == p.name; });
+  const int64_t B = a.integer("batch"), T = 197, D = preset->dim, H = preset->heads, rounds = a.integer("rounds");
   std::vector<AttentionKernel> kernels{AttentionKernel::Unfused};
   if (has_fused_attention()) kernels.push_back(AttentionKernel::Fused);
-  log0("LibTorch %s, %d thread(s); input [%lld, %lld, %lld], %lld heads; medians of %lld alternating rounds\n",
-       TORCH_VERSION, torch::get_num_threads(), (long long)B, (long long)T, (long long)D, (long long)H,
-       (long long)rounds);
+  log0("LibTorch %s, %d thread(s); %s: input [%lld, %lld, %lld], %lld heads; medians of %lld alternating rounds\n",
+       TORCH_VERSION, torch::get_num_threads(), preset->name, (long long)B, (long long)T, (long long)D,
+       (long long)H, (long long)rounds);
   if (!has_fused_attention()) log0("this LibTorch has no fused attention kernel: the unfused one only\n");
   torch::manual_seed(0);
   Block block(D, H, 4 * D);
-  Attention& attn = block->attn;
   const auto x = torch::randn({B, T, D}).requires_grad_(true);
   const auto g = torch::randn({B, T, D});
   JsonObject out;
-  log0("%-10s %-6s %14s %14s %10s\n", "module", "dtype", "unfused ms", "fused ms", "speed-up");
+  log0("%-18s %-6s %14s %14s %10s\n", "module", "dtype", "unfused ms", "fused ms", "speed-up");
   for (const bool bf16 : {true, false}) {
     if (bf16) {
       try {  // as bench gemm: bf16 products fail where oneDNN is restricted below bf16
@@ -176,18 +182,14 @@ int bench_attention(const cli::Args& a) {
         continue;
       }
     }
-    for (const bool whole_block : {false, true}) {
+    // Medians over alternating rounds of each kernel: unfused, then fused where there is one.
+    auto time_kernels = [&](Block& blk, const std::string& what, const std::string& type,
+                            const std::function<void(bool whole_block)>& call, bool whole_block) {
       std::vector<std::vector<double>> ms(2);
       for (int64_t r = 0; r < rounds; ++r)
         for (const AttentionKernel k : kernels) {
-          attn->kernel = k;
-          ms[k == AttentionKernel::Fused].push_back(ms_per_call(
-              [&] {
-                AutocastBf16 ac(bf16);
-                auto y = whole_block ? block->forward(x) : attn->forward(x);
-                y.backward(g);
-              },
-              secs));
+          blk->attn->kernel = k;
+          ms[k == AttentionKernel::Fused].push_back(ms_per_call([&] { call(whole_block); }, secs));
         }
       double med[2] = {0, 0};
       for (int i = 0; i < 2; ++i)
@@ -195,15 +197,44 @@ int bench_attention(const cli::Args& a) {
           std::sort(ms[i].begin(), ms[i].end());
           med[i] = ms[i][ms[i].size() / 2];
         }
-      const std::string what = whole_block ? "block" : "attention";
-      const std::string type = choice_name(bf16 ? Precision::Bf16 : Precision::Fp32);
       if (med[1] > 0)
-        log0("%-10s %-6s %14.2f %14.2f %9.2fx\n", what.c_str(), type.c_str(), med[0], med[1], med[0] / med[1]);
+        log0("%-18s %-6s %14.2f %14.2f %9.2fx\n", what.c_str(), type.c_str(), med[0], med[1], med[0] / med[1]);
       else
-        log0("%-10s %-6s %14.2f %14s %10s\n", what.c_str(), type.c_str(), med[0], "-", "-");
-      out.set(what + "_" + type + "_unfused_ms", med[0]);
-      if (med[1] > 0) out.set(what + "_" + type + "_fused_ms", med[1]);
+        log0("%-18s %-6s %14.2f %14s %10s\n", what.c_str(), type.c_str(), med[0], "-", "-");
+      std::string key = what;
+      std::replace(key.begin(), key.end(), ' ', '_');
+      out.set(key + "_" + type + "_unfused_ms", med[0]);
+      if (med[1] > 0) out.set(key + "_" + type + "_fused_ms", med[1]);
+    };
+    const std::string type = choice_name(bf16 ? Precision::Bf16 : Precision::Fp32);
+    for (const bool whole_block : {false, true})
+      time_kernels(block, whole_block ? "block" : "attention", type, [&](bool wb) {
+        AutocastBf16 ac(bf16);
+        auto y = wb ? block->forward(x) : block->attn->forward(x);
+        y.backward(g);
+      }, whole_block);
+    if (!bf16) continue;
+    // A frozen bf16 teacher's forward pass (distill/teacher.cpp's CheckpointTeacher).
+    Block frozen(D, H, 4 * D, 1e-6);
+    {
+      torch::NoGradGuard ng;
+      for (size_t i = 0; i < frozen->parameters().size(); ++i)
+        frozen->parameters()[i].copy_(block->parameters()[i]);
     }
+    for (auto& p : frozen->parameters()) p.set_requires_grad(false);
+    frozen->attn->fold_scale_into_queries();
+    for (auto& m : frozen->modules(/*include_self=*/false))
+      if (auto* lin = m->as<torch::nn::Linear>()) {
+        lin->weight.set_data(lin->weight.to(torch::kBFloat16));
+        lin->bias.set_data(lin->bias.to(torch::kBFloat16));
+      }
+    const auto xf = x.detach();
+    for (const bool whole_block : {false, true})
+      time_kernels(frozen, whole_block ? "teacher block" : "teacher attention", type, [&](bool wb) {
+        c10::InferenceMode inference;
+        AutocastBf16 ac(true);
+        wb ? frozen->forward(xf) : frozen->attn->forward(xf);
+      }, whole_block);
   }
   if (a.given("out") && world().root()) out.write(a.text("out"));
   return kExitOk;

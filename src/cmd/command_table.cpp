@@ -3,6 +3,7 @@
 #include "cmd/args.hpp"
 #include "cmd/commands.hpp"
 #include "config/choices.hpp"
+#include "config/config.hpp"
 #include "data/dataset.hpp"
 #include "data/image_folder.hpp"
 
@@ -26,6 +27,13 @@ std::vector<std::string> with_evaluation_view(std::vector<std::string> crops) {
   return crops;
 }
 
+// `bench attention --model`: model.preset's words.
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const auto& p : model_presets()) names.emplace_back(p.name);
+  return names;
+}
+
 // The `vitkd bench ...` commands, in the order `vitkd bench --help` lists them.
 void add_bench_commands(std::vector<Command>& c) {
   c.push_back({"bench gemm", "Measure matrix-product rates (bf16, fp32) at the models' shapes.",
@@ -45,17 +53,19 @@ void add_bench_commands(std::vector<Command>& c) {
                "the softmax of bf16 attention scores at ViT-B/16's shape (batch 16), forward and forward + "
                "backward, against LibTorch's under autocast."});
   c.push_back({"bench attention",
-               "Time attention forward + backward at ViT-S/16's shapes: fused kernel against bmm-softmax-bmm.",
+               "Time attention at a ViT's shapes: fused kernel against bmm-softmax-bmm.",
                {},
                {Flag::count("threads", "T", "compute threads").at_least(1).default_to("1"),
-                Flag::count("batch", "B", "samples of 197 tokens of 384 features").at_least(1).default_to("16"),
+                Flag::text("model", "PRESET", "the shapes, as model.preset").one_of(preset_names()).default_to("vit_s16"),
+                Flag::count("batch", "B", "samples of 197 tokens").at_least(1).default_to("16"),
                 Flag::count("rounds", "R", "alternating rounds; the medians are printed").at_least(1).default_to("3"),
                 Flag::count("millis", "MS", "measuring time per kernel and round").at_least(1).default_to("1000"),
                 Flag::path("out", "FILE.json", "also write the medians as JSON")},
-               "ViT-S/16 at 224x224 (197 tokens, 384 wide, 6 heads of 64): the attention module (qkv, "
-               "attention, projection) and a whole block, under bf16 autocast (where LibTorch multiplies bf16) "
-               "and in fp32, with each model.attention kernel in turn. A LibTorch without the fused kernel "
-               "(before 2.1) times the unfused one only."});
+               "At 224x224 (197 tokens; vit_s16: 384 wide, 6 heads of 64): the attention module (qkv, "
+               "attention, projection) and a whole block, forward + backward under bf16 autocast (where "
+               "LibTorch multiplies bf16) and in fp32, then in bf16 the forward pass alone as a frozen teacher "
+               "runs it (inference mode, bf16 weights), with each model.attention kernel in turn. A LibTorch "
+               "without the fused kernel (before 2.1) times the unfused one only."});
   c.push_back({"bench adamw",
                "Check the AdamW update of a device against the host kernel, and time both.",
                {},

@@ -22,9 +22,13 @@ namespace {
 // biases are read as the fp32 parameters, never from a bf16 copy
 // (ViTImpl::matrix_operands). A bf16 product takes its fp32 bias through
 // bias_add (model/mixed_add.hpp): the same values as the in-place add,
-// without LibTorch's slower mixed-dtype path.
+// without LibTorch's slower mixed-dtype path. A frozen bf16 teacher holds
+// bf16 biases (distill/teacher.cpp): its products take the bias inside the
+// product as at::linear does (and timm's teacher under autocast), one pass
+// over the output fewer per layer; the fp32 path never has a bf16 bias.
 torch::Tensor module_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   if (x.dim() == 2 || !b.defined()) return torch::nn::functional::linear(x, w, b);
+  if (b.scalar_type() == torch::kBFloat16) return torch::linear(x, w, b);
   auto out = x.matmul(w.t());
   if (out.scalar_type() == torch::kBFloat16 && b.scalar_type() == torch::kFloat) return vitkd::bias_add(out, b);
   return out += b;
