@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <optional>
 
 #include "cmd/args.hpp"
@@ -221,13 +221,7 @@ int bench_attention(const cli::Args& a) {
       for (size_t i = 0; i < frozen->parameters().size(); ++i)
         frozen->parameters()[i].copy_(block->parameters()[i]);
     }
-    for (auto& p : frozen->parameters()) p.set_requires_grad(false);
-    frozen->attn->fold_scale_into_queries();
-    for (auto& m : frozen->modules(/*include_self=*/false))
-      if (auto* lin = m->as<torch::nn::Linear>()) {
-        lin->weight.set_data(lin->weight.to(torch::kBFloat16));
-        lin->bias.set_data(lin->bias.to(torch::kBFloat16));
-      }
+    freeze_for_inference(*frozen, true);
     const auto xf = x.detach();
     for (const bool whole_block : {false, true})
       time_kernels(frozen, whole_block ? "teacher block" : "teacher attention", type, [&](bool wb) {

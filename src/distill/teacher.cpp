@@ -80,22 +80,9 @@ class CheckpointTeacher : public Teacher {
     load_checkpoint_weights(path, model_);
     model_->set_attention(attention);
     id_ = s.describe() + ", weights " + weights_hash(model_->parameters());
-    model_->eval();
-    for (auto& p : model_->parameters()) p.set_requires_grad(false);
-    // Frozen, so the attention scale can live in the query weights (bitwise
-    // the same logits for power-of-two scales, e.g. head size 64).
-    for (auto& m : model_->modules(/*include_self=*/false))
-      if (auto* a = m->as<Attention>()) a->fold_scale_into_queries();
-    // The teacher is frozen: cast its matrix weights to bf16 once, instead of
-    // autocast casting all of them again in every forward pass. The values are
-    // the ones autocast would produce; norms, tokens and the position
-    // embedding stay fp32 as autocast keeps them.
-    if (bf16_)
-      for (auto& m : model_->modules(/*include_self=*/false))
-        if (auto* lin = m->as<torch::nn::Linear>()) {
-          lin->weight.set_data(lin->weight.to(torch::kBFloat16));
-          lin->bias.set_data(lin->bias.to(torch::kBFloat16));
-        }
+    // Frozen: the attention scale in the query weights, and in a bf16 run
+    // the matrix weights cast to bf16 once (model/vit.hpp).
+    freeze_for_inference(*model_, bf16_);
   }
   torch::Tensor logits(const torch::Tensor& x) override {
     torch::Tensor out;

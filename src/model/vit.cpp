@@ -23,7 +23,7 @@ namespace {
 // (ViTImpl::matrix_operands). A bf16 product takes its fp32 bias through
 // bias_add (model/mixed_add.hpp): the same values as the in-place add,
 // without LibTorch's slower mixed-dtype path. A frozen bf16 teacher holds
-// bf16 biases (distill/teacher.cpp): its products take the bias inside the
+// bf16 biases (freeze_for_inference): its products take the bias inside the
 // product as at::linear does (and timm's teacher under autocast), one pass
 // over the output fewer per layer; the fp32 path never has a bf16 bias.
 torch::Tensor module_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
@@ -281,6 +281,19 @@ void ViTImpl::reset_parameters() {
 }
 
 DecayScope ViTImpl::decay_scope() const { return spec.decay; }
+
+void freeze_for_inference(torch::nn::Module& m, bool bf16) {
+  m.eval();
+  for (auto& p : m.parameters()) p.set_requires_grad(false);
+  for (auto& mod : m.modules(/*include_self=*/false))
+    if (auto* a = mod->as<Attention>()) a->fold_scale_into_queries();
+  if (!bf16) return;
+  for (auto& mod : m.modules(/*include_self=*/false))  // after the fold: the scale applied in fp32
+    if (auto* lin = mod->as<torch::nn::Linear>()) {
+      lin->weight.set_data(lin->weight.to(torch::kBFloat16));
+      lin->bias.set_data(lin->bias.to(torch::kBFloat16));
+    }
+}
 
 void ViTImpl::set_attention(AttentionKernel k) {
   for (auto& m : modules(/*include_self=*/false))

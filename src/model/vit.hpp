@@ -189,4 +189,13 @@ struct ViTImpl : torch::nn::Module, DecayScoped {
 };
 TORCH_MODULE(ViT);
 
+/// Prepares a frozen model (a teacher) or part of one for inference: eval
+/// mode, no gradients, each attention's scale folded into its query weights
+/// (bitwise the same logits for power-of-two scales, e.g. head size 64), and
+/// with `bf16` every Linear's weight and bias cast to bf16 once, instead of
+/// autocast casting them again in every forward pass (the values autocast
+/// would produce; norms, tokens and the position embedding stay fp32, as
+/// autocast keeps them).
+void freeze_for_inference(torch::nn::Module& m, bool bf16);
+
 }  // namespace vitkd
