@@ -72,6 +72,10 @@ COMMON=("data.path=\"$DATA\"" data.batch_size="$BATCH" data.augment=false model.
         train.timing_every_steps=1 precision.compute=\"$PRECISION\" optim.warmup_steps=0 optim.grad_clip=1.0
         distill.kind=\"soft\")
 sets() { for kv in "$@"; do printf -- '--set\n%s\n' "$kv"; done; }
+# A run's figures are its result.json and timing.h5; the checkpoint every run
+# writes at its end (250 MB for ViT-S/16 with its optimizer state) is dropped,
+# or a few A/Bs fill tens of GB of disk.
+drop_checkpoints() { rm -f "$1"/checkpoint*.h5; }
 BASE=$OUT/base.toml  # every other key at its default; the presets set the models' shapes
 printf '# jobs/bench/vs_timm.sh: the keys are given with --set\n[train]\nepochs = 1\nlog_every_steps = 1\n' > "$BASE"
 
@@ -107,6 +111,7 @@ for b in "${VITKD[@]}"; do
     { echo "vs_timm: the ceiling run of $b failed ($c.log)" >&2; exit 1; }
   read -r CEIL[$b] LIBTORCH[$b] < <(/usr/bin/python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
 print(r["gemm_flops_per_core"], r["libtorch"])' "$c/result.json")
+  drop_checkpoints "$c"
 done
 TORCH=$("$PT2_PYTHON" -c 'import torch; print(torch.__version__.split("+")[0])')
 TIMM_CEIL=0
@@ -127,6 +132,7 @@ run_vitkd() {  # BUILD MODE DIR
   rm -rf "$dir"
   mpirun -n "$NP" "$1/vitkd" train "$BASE" "${S[@]}" > "$dir.log" 2>&1 ||
     { echo "vs_timm: vitkd run failed ($dir.log)" >&2; exit 1; }
+  drop_checkpoints "$dir"
 }
 run_timm() {  # PEER MODE DIR
   local peer=$1 mode=$2 dir=$3 extra=(--mode teacher)
