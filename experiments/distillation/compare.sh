@@ -187,7 +187,11 @@ for s in $SEEDS; do
   # D is read only at the end of training, never against time: it may run anywhere (2026-12-03).
   for arm in $ARMS; do [ "$arm" = D ] || [ -f "$KEEP/$arm-s$s/result.json" ] || todo=1; done
   [ "$todo" = 1 ] || continue
-  for kept in "$KEEP"/*-s"$s"/timing-summary.json; do
+  # The times pair with C: its kept run is the reference where there is one (a seed's
+  # other kept runs, e.g. the frontier's delay stage, may have run elsewhere).
+  refs=("$KEEP"/*-s"$s"/timing-summary.json)
+  [ ! -f "$KEEP/C-s$s/timing-summary.json" ] || refs=("$KEEP/C-s$s/timing-summary.json")
+  for kept in "${refs[@]}"; do
     [ -f "$kept" ] || continue
     there=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["cpu"])' "$kept")
     if [ "$there" != "$here" ]; then
