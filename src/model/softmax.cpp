@@ -14,91 +14,96 @@
 namespace vitkd {
 namespace {
 
-// Reductions over a row keep kLanes partial results, combined in a fixed
-// order at the end: GCC vectorises the lane loop, and the order (so the
-// rounding) does not depend on the thread count. (The AVX2 and AVX-512
-// clones contract products and sums into FMAs, the baseline one does not:
-// the last bits may differ between a node with FMA and one without.)
+// Each row is widened into an fp32 buffer padded to a whole number of
+// kLanes-wide blocks, so that every pass over it is whole vectors with no
+// remainder loop (the padding holds -inf for the forward, whose exponentials
+// are 0, and 0 for the backward). Reductions keep kLanes partial
+// results and combine them in a fixed tree (8 + 8, 4 + 4, 2 + 2, 1 + 1), so
+// the rounding does not depend on the thread count. A whole block of rows
+// runs inside one cloned function, so that its constants are loaded once per
+// block, not once per row: at the attention's 197 tokens a row is 13 vectors,
+// and per-row calls, set-up and serial 16-term sums took a fifth of the
+// forward's time (at [192, 197, 197] 9.3 ms before, 7.1 ms after on an AMX
+// Xeon; experiments/performance-log.md, 2026-12-07). (The AVX2 and
+// AVX-512 clones contract products and sums into FMAs, the baseline one does
+// not: the last bits may differ between a node with FMA and one without.)
 constexpr int64_t kLanes = 16;
 
-VITKD_CLONES void widen(const uint16_t* x, float* f, int64_t n) {
+int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+inline float tree_sum(float* lane) {
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (int64_t j = 0; j < w; ++j) lane[j] += lane[j + w];
+  return lane[0];
+}
+
+inline float tree_max(float* lane) {
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (int64_t j = 0; j < w; ++j) lane[j] = std::max(lane[j], lane[j + w]);
+  return lane[0];
+}
+
+/// f[0, np) = x[0, n) widened, then `pad` up to np.
+inline void widen_padded(const uint16_t* x, float* f, int64_t n, int64_t np, float pad) {
   for (int64_t i = 0; i < n; ++i) f[i] = bf16_to_float(x[i]);
+  for (int64_t i = n; i < np; ++i) f[i] = pad;
 }
 
-VITKD_CLONES float row_max(const float* f, int64_t n) {
-  float lane[kLanes];
-  for (int64_t j = 0; j < kLanes; ++j) lane[j] = -std::numeric_limits<float>::infinity();
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) lane[j] = std::max(lane[j], f[i + j]);
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < kLanes; ++j) m = std::max(m, lane[j]);
-  for (; i < n; ++i) m = std::max(m, f[i]);
-  return m;
-}
-
-/// f[i] = exp(f[i] - m); returns the sum of the new f.
-VITKD_CLONES float exp_and_sum(float* f, float m, int64_t n) {
-  float lane[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) {
-      f[i + j] = fast_exp(f[i + j] - m);
-      lane[j] += f[i + j];
-    }
-  float s = 0.0f;
-  for (int64_t j = 0; j < kLanes; ++j) s += lane[j];
-  for (; i < n; ++i) {
-    f[i] = fast_exp(f[i] - m);
-    s += f[i];
+/// Rows [r0, r1) of length n: y = softmax(x). f holds padded(n) floats.
+VITKD_CLONES void forward_rows(const uint16_t* x, uint16_t* y, float* f, int64_t n, int64_t r0, int64_t r1) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t np = padded(n);
+  for (int64_t r = r0; r < r1; ++r) {
+    widen_padded(x + r * n, f, n, np, kNegInf);
+    float lane[kLanes];
+    for (int64_t j = 0; j < kLanes; ++j) lane[j] = kNegInf;
+    for (int64_t i = 0; i < np; i += kLanes)
+      for (int64_t j = 0; j < kLanes; ++j) lane[j] = std::max(lane[j], f[i + j]);
+    const float m = tree_max(lane);
+    for (int64_t j = 0; j < kLanes; ++j) lane[j] = 0.0f;
+    for (int64_t i = 0; i < np; i += kLanes)
+      for (int64_t j = 0; j < kLanes; ++j) {
+        // A score more than 87 below the row's maximum (the padding's -inf
+        // among them) gets exactly 0: its exponential is below fp32's
+        // smallest normal, where fast_exp would return that floor.
+        const float t = f[i + j] - m;
+        const float e = t < -87.0f ? 0.0f : fast_exp(t);
+        f[i + j] = e;
+        lane[j] += e;
+      }
+    const float inv = 1.0f / tree_sum(lane);
+    uint16_t* yr = y + r * n;
+    for (int64_t i = 0; i < n; ++i) yr[i] = float_to_bf16(f[i] * inv);
   }
-  return s;
 }
 
-VITKD_CLONES void scale_narrow(const float* f, float r, uint16_t* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(f[i] * r);
-}
-
-VITKD_CLONES float dot(const float* a, const float* b, int64_t n) {
-  float lane[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) lane[j] += a[i + j] * b[i + j];
-  float s = 0.0f;
-  for (int64_t j = 0; j < kLanes; ++j) s += lane[j];
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-/// dx = y * (dy - d), narrowed.
-VITKD_CLONES void grad_narrow(const float* y, const float* dy, float d, uint16_t* dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = float_to_bf16(y[i] * (dy[i] - d));
-}
-
-void forward_row(const uint16_t* x, uint16_t* y, float* buf, int64_t n) {
-  widen(x, buf, n);
-  const float m = row_max(buf, n);
-  const float s = exp_and_sum(buf, m, n);
-  scale_narrow(buf, 1.0f / s, y, n);
-}
-
-void backward_row(const uint16_t* y, const uint16_t* dy, uint16_t* dx, float* buf, int64_t n) {
-  float* yf = buf;
-  float* gf = buf + n;
-  widen(y, yf, n);
-  widen(dy, gf, n);
-  grad_narrow(yf, gf, dot(yf, gf, n), dx, n);
+/// Rows [r0, r1): dx = y * (dy - sum(dy * y)). f holds 2 padded(n) floats.
+VITKD_CLONES void backward_rows(const uint16_t* y, const uint16_t* dy, uint16_t* dx, float* f, int64_t n,
+                                int64_t r0, int64_t r1) {
+  const int64_t np = padded(n);
+  float* yf = f;
+  float* gf = f + np;
+  for (int64_t r = r0; r < r1; ++r) {
+    widen_padded(y + r * n, yf, n, np, 0.0f);
+    widen_padded(dy + r * n, gf, n, np, 0.0f);
+    float lane[kLanes] = {};
+    for (int64_t i = 0; i < np; i += kLanes)
+      for (int64_t j = 0; j < kLanes; ++j) lane[j] += yf[i + j] * gf[i + j];
+    const float d = tree_sum(lane);
+    uint16_t* dxr = dx + r * n;
+    for (int64_t i = 0; i < n; ++i) dxr[i] = float_to_bf16(yf[i] * (gf[i] - d));
+  }
 }
 
 constexpr int64_t kGrain = 32768;  // values per thread task
 
-/// Runs kernel(row r) over the rows of length n of `rows` x n values, with a
-/// scratch buffer of 2n floats per task.
+/// Runs kernel(r0, r1, scratch) over blocks of the rows of length n, with a
+/// scratch buffer of 2 padded(n) floats per task.
 template <typename F>
 void for_rows(int64_t rows, int64_t n, F kernel) {
   at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-    std::vector<float> buf(2 * static_cast<size_t>(n));
-    for (int64_t r = r0; r < r1; ++r) kernel(r, buf.data());
+    std::vector<float> buf(2 * static_cast<size_t>(padded(n)));
+    kernel(r0, r1, buf.data());
   });
 }
 
@@ -107,7 +112,7 @@ at::Tensor run_forward(const at::Tensor& x) {
   const int64_t n = x.size(-1), rows = n ? x.numel() / n : 0;
   const uint16_t* xp = bf16_bits(x);
   uint16_t* yp = bf16_bits(y);
-  for_rows(rows, n, [&](int64_t r, float* buf) { forward_row(xp + r * n, yp + r * n, buf, n); });
+  for_rows(rows, n, [&](int64_t r0, int64_t r1, float* buf) { forward_rows(xp, yp, buf, n, r0, r1); });
   return y;
 }
 
@@ -117,7 +122,7 @@ at::Tensor run_backward(const at::Tensor& dy_, const at::Tensor& y) {
   const int64_t n = y.size(-1), rows = n ? y.numel() / n : 0;
   const uint16_t *yp = bf16_bits(y), *gp = bf16_bits(dy);
   uint16_t* dp = bf16_bits(dx);
-  for_rows(rows, n, [&](int64_t r, float* buf) { backward_row(yp + r * n, gp + r * n, dp + r * n, buf, n); });
+  for_rows(rows, n, [&](int64_t r0, int64_t r1, float* buf) { backward_rows(yp, gp, dp, buf, n, r0, r1); });
   return dx;
 }
 
@@ -144,9 +149,13 @@ at::Tensor softmax_lastdim(const at::Tensor& x) {
 }
 
 namespace softmax_kernel {
-void forward(const uint16_t* x, uint16_t* y, float* buf, int64_t n) { forward_row(x, y, buf, n); }
-void backward(const uint16_t* y, const uint16_t* dy, uint16_t* dx, float* buf, int64_t n) {
-  backward_row(y, dy, dx, buf, n);
+void forward(const uint16_t* x, uint16_t* y, int64_t n) {
+  std::vector<float> buf(static_cast<size_t>(padded(n)));
+  forward_rows(x, y, buf.data(), n, 0, 1);
+}
+void backward(const uint16_t* y, const uint16_t* dy, uint16_t* dx, int64_t n) {
+  std::vector<float> buf(2 * static_cast<size_t>(padded(n)));
+  backward_rows(y, dy, dx, buf.data(), n, 0, 1);
 }
 }  // namespace softmax_kernel
 

@@ -19,7 +19,8 @@
 namespace vitkd {
 
 /// softmax(x, -1). For a bf16 CPU tensor: y = exp(x - max) / sum in fp32,
-/// rounded to bf16 once (the rows of any shape; their length any), and
+/// rounded to bf16 once (the rows of any shape; their length any; a score
+/// more than 87 below its row's maximum, -inf included, gets exactly 0), and
 /// differentiable: dx = y * (dy - sum(dy * y)), formed in fp32 from the bf16
 /// y and dy, rounded to bf16 once. The sums run in a fixed order, so the
 /// result does not depend on the thread count. Anything else: x.softmax(-1).
@@ -27,10 +28,9 @@ at::Tensor softmax_lastdim(const at::Tensor& x);
 
 namespace softmax_kernel {
 /// One row of n bf16 values (bit patterns): forward y = softmax(x), and
-/// backward dx from the forward's y and dy. buf holds 2n floats of scratch.
-/// Exposed for the tests.
-void forward(const uint16_t* x, uint16_t* y, float* buf, int64_t n);
-void backward(const uint16_t* y, const uint16_t* dy, uint16_t* dx, float* buf, int64_t n);
+/// backward dx from the forward's y and dy. Exposed for the tests.
+void forward(const uint16_t* x, uint16_t* y, int64_t n);
+void backward(const uint16_t* y, const uint16_t* dy, uint16_t* dx, int64_t n);
 }  // namespace softmax_kernel
 
 }  // namespace vitkd

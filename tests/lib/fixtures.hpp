@@ -110,6 +110,15 @@ inline bool bf16_matmul_runs() {
     return false;
   }
 }
+/// Largest |a - b| in units of b's bf16 spacing (2^-8 of b's binade; 2^-133
+/// floor): a bf16 result rounded once from a value within fp32 error of the
+/// float64 reference b is at most half a unit off; one unit allows for ties.
+inline double bf16_ulps(const torch::Tensor& a, const torch::Tensor& b) {
+  auto bd = b.to(torch::kDouble), ad = a.to(torch::kDouble);
+  auto spacing = torch::exp2(torch::floor(torch::log2(bd.abs().clamp_min(1e-30))) - 7);
+  return ((ad - bd).abs() / spacing).max().item<double>();
+}
+
 #define VITKD_SKIP_WITHOUT_BF16_MATMUL()                                                   \
   if (!vitkd::test::bf16_matmul_runs())                                                    \
   GTEST_SKIP() << "LibTorch cannot multiply bf16 matrices here (oneDNN restricted below bf16 " \

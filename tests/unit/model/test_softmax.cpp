@@ -7,12 +7,15 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
+#include "fixtures.hpp"
 #include "model/softmax.hpp"
 #include "util/torch_compat.hpp"
 
 using namespace vitkd;
+using vitkd::test::bf16_ulps;
 
 namespace {
 
@@ -26,13 +29,6 @@ std::vector<torch::Tensor> score_cases() {
     out.push_back((torch::randn({3, 5, n}) * 12).clamp(-40, 40).to(torch::kBFloat16));
   out.push_back((torch::randn({2, 6, 197}) * 3 + 100).to(torch::kBFloat16));  // exp(x) would overflow
   return out;
-}
-
-// Largest |a - b| in units of b's bf16 spacing (2^-8 of b's binade; 2^-133 floor).
-double bf16_ulps(const torch::Tensor& a, const torch::Tensor& b) {
-  auto bd = b.to(torch::kDouble), ad = a.to(torch::kDouble);
-  auto spacing = torch::exp2(torch::floor(torch::log2(bd.abs().clamp_min(1e-30))) - 7);
-  return ((ad - bd).abs() / spacing).max().item<double>();
 }
 
 }  // namespace
@@ -70,6 +66,24 @@ TEST(Softmax, Bf16GradientIsTheFloat64GradientOfTheBf16Probabilities) {
     auto tol = yd.abs() * (gd.abs() + 1) * 1e-5 + ref.abs() * std::ldexp(1.0, -8);
     EXPECT_TRUE(((dx.to(torch::kDouble) - ref).abs() <= tol).all().item<bool>())
         << "max error " << (dx.to(torch::kDouble) - ref).abs().max().item<double>();
+  }
+}
+
+TEST(Softmax, MinusInfinityScoresGetProbabilityZero) {
+  // A masked score (-inf) contributes nothing: probability 0 and the others
+  // those of the unmasked scores alone (rows that end inside a lane block,
+  // fill it and span several).
+  torch::manual_seed(9);
+  for (int64_t n : {5, 16, 197}) {
+    SCOPED_TRACE("row length " + std::to_string(n));
+    auto x = (torch::randn({4, n}) * 4).to(torch::kBFloat16);
+    auto mask = torch::rand({4, n}) < 0.3;
+    mask.select(1, 0).fill_(false);  // at least one score per row
+    auto xm = x.masked_fill(mask, -std::numeric_limits<float>::infinity());
+    auto y = softmax_lastdim(xm);
+    EXPECT_TRUE(torch::equal(y.masked_select(mask), torch::zeros({mask.sum().item<int64_t>()}, y.options())));
+    auto ref = xm.to(torch::kDouble).softmax(-1);
+    EXPECT_LE(bf16_ulps(y, ref), 1.0);
   }
 }
 
@@ -120,9 +134,8 @@ TEST(Softmax, RowKernelsMatchTheOpOnOneRow) {
   auto x = score_cases()[4][1][2].contiguous();  // one row of 197
   const int64_t n = x.size(0);
   std::vector<uint16_t> y(n), dx(n);
-  std::vector<float> buf(2 * n);
   auto xp = reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
-  softmax_kernel::forward(xp, y.data(), buf.data(), n);
+  softmax_kernel::forward(xp, y.data(), n);
   auto op = softmax_lastdim(x);
   auto opp = reinterpret_cast<const uint16_t*>(op.data_ptr<at::BFloat16>());
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], opp[i]) << "at " << i;
@@ -132,7 +145,7 @@ TEST(Softmax, RowKernelsMatchTheOpOnOneRow) {
   auto xg = x.clone().requires_grad_(true);
   auto dxt = torch::autograd::grad({softmax_lastdim(xg)}, {xg}, {dyt})[0];
   softmax_kernel::backward(y.data(), reinterpret_cast<const uint16_t*>(dyt.data_ptr<at::BFloat16>()),
-                           dx.data(), buf.data(), n);
+                           dx.data(), n);
   auto dxp = reinterpret_cast<const uint16_t*>(dxt.data_ptr<at::BFloat16>());
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dx[i], dxp[i]) << "at " << i;
 }
