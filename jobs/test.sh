@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 source jobs/lib/lanes.sh
 lanes_begin
 trap 'if lanes_owner; then lanes_table; fi' EXIT
-if lanes_owner; then lanes_disk_check 20; fi
+if lanes_owner; then lanes_disk_check; fi
 lane setup bash jobs/setup.sh
 lane build bash jobs/build.sh
 # The main suite: every test of the build (OpenMPI, this CPU's precision).

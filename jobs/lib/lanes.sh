@@ -9,7 +9,8 @@
 #                         fails compilers and HDF5 writes with messages far from the cause
 #   lanes_table           the table: each lane, its seconds, the GiB free after it and
 #                         its exit code, and the total since lanes_begin
-#   lanes_disk_check MIN  one warning line when under MIN GiB are free at the start
+#   lanes_disk_check      one warning line when under VITKD_MIN_DISK_GIB (default 20)
+#                         GiB are free at the start
 #   lanes_guard WARN_S FAIL_S
 #                         past WARN_S one warning line naming the three slowest
 #                         lanes; past FAIL_S one line and exit 1, naming them too
@@ -29,11 +30,11 @@ lanes_owner() { [ "${VITKD_LANES_OWNER:-}" = "$$" ]; }
 lanes_free_gib() { df -P -BG . | awk 'NR == 2 { sub("G", "", $4); print $4 }'; }
 
 lanes_disk_check() {
-  local free
+  local free min=${VITKD_MIN_DISK_GIB:-20}
   free=$(lanes_free_gib)
   echo "lanes: ${free} GiB free on the disk of $(pwd)"
-  if [ "$free" -lt "$1" ]; then
-    echo "lanes: warning: ${free} GiB free, under the ${1} GiB wanted (the builds and the PyPI virtual environment take about 11); a lane may fail for want of space" >&2
+  if [ "$free" -lt "$min" ]; then
+    echo "lanes: warning: ${free} GiB free, under the ${min} GiB wanted (the builds and the PyPI virtual environment take about 11); a lane may fail for want of space" >&2
   fi
 }
 
