@@ -55,6 +55,13 @@ BEGIN = "<!-- BEGIN experiments/sifting/frontier_table.py: generated from result
 END = "<!-- END experiments/sifting/frontier_table.py -->"
 ANSWER_BEGIN = "<!-- BEGIN experiments/sifting/frontier_table.py answer: generated from results/; edit the files, not this block -->"
 ANSWER_END = "<!-- END experiments/sifting/frontier_table.py answer -->"
+# result.json's phase_seconds_rank0 in the order of its phase_names; the runs kept before result.json
+# carried phase_names (before 2026-12-07) wrote them in this order, the timing log's.
+PHASES_BEFORE_NAMES = ("data_wait", "teacher_forward", "sift_forward", "student_forward", "backward",
+                "comm_wait", "optimizer", "all_gather", "checkpoint", "eval")
+# The profile's columns: the step's compute phases; the rest of the training time is one column.
+PROFILE = (("teacher_forward", "teacher forward"), ("sift_forward", "ranking forward"),
+           ("student_forward", "student forward"), ("backward", "backward"))
 
 
 def load(results):
@@ -74,6 +81,13 @@ def load(results):
             r["kept_fraction"] = float(result.get("kept_fraction", 1.0))
             r["delay"] = (r["recipe"] or {}).get("sift.delay")
             r["epoch_seconds"] = [float(x) for x in result.get("epoch_seconds") or []]
+            r["samples_seen"] = float(result["samples_seen"])
+            names = result.get("phase_names") or PHASES_BEFORE_NAMES
+            seconds = result.get("phase_seconds_rank0") or []
+            if len(seconds) != len(names):
+                raise lift_stats.InputError(f"{d}/result.json: {len(seconds)} phase_seconds_rank0 for "
+                                            f"{len(names)} phase names")
+            r["phases"] = {n: float(v) for n, v in zip(names, seconds)}
             runs.setdefault(name, {})[s] = r
     return runs
 
@@ -181,6 +195,45 @@ def pace_lines(runs):
             ". Where C's differs from the points', its seed's time changes are biased by about the difference."]
 
 
+def profile(runs):
+    """Where each point's training time goes: rank 0's phases as a share of C's training time at the
+    same seed (the mean over the stage-2 seeds whose times are paired with C's), and the ranking
+    forward's cost per sample seen against C's training forward per sample. The phases other than
+    PROFILE's, and what no phase times, are one column ("the rest")."""
+    out = ["| run | seeds | " + " | ".join(w for _, w in PROFILE) + " | the rest | training time | "
+           "ranking forward per sample, against C's student forward per sample |",
+           "|---|---|" + "---:|" * (len(PROFILE) + 3)]
+    c = runs.get("C", {})
+    for p in ["C"] + [q for q, _ in POINTS]:
+        if p == "C":
+            seeds = [s for s in STAGE2_SEEDS if s in c]
+        else:
+            got = against_c(runs, p, STAGE2_SEEDS)
+            if got is None or got[3]:
+                continue
+            seeds = got[0]
+        if not seeds:
+            continue
+        share = {k: 0.0 for k, _ in PROFILE}
+        rest = total = rank = 0.0
+        for s in seeds:
+            r, base = runs[p][s], c[s]["train_seconds"]
+            for k, _ in PROFILE:
+                share[k] += r["phases"].get(k, 0.0) / base / len(seeds)
+            rest += (r["train_seconds"] - sum(r["phases"].get(k, 0.0) for k, _ in PROFILE)) / base / len(seeds)
+            total += r["train_seconds"] / base / len(seeds)
+            seen, c_seen = r["samples_seen"], c[s]["samples_seen"]
+            rank += (r["phases"].get("sift_forward", 0.0) / seen) / (c[s]["phases"]["student_forward"] / c_seen) / len(seeds)
+        pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
+        out.append(f"| {p} | {', '.join(seeds)} | " + " | ".join(pct(share[k]) for k, _ in PROFILE) +
+                   f" | {pct(rest)} | {pct(total)} | " + (f"{rank:.2f}" if p[1:2] == "S" else "") + " |")
+    if len(out) == 2:
+        return []
+    return ["", "**Where the time goes** (rank 0's phases as a share of C's training time at the same seed, "
+            "the mean over the seeds; the ranking forward is the separate pass's no-grad forward of every "
+            "sample seen)", ""] + out
+
+
 def stage2(runs):
     out = [f"| point | what | seeds (of {len(STAGE2_SEEDS)}) | kept fraction | test top-1, mean | "
            "test top-1 − C (points) | 95 % interval | McNemar p per seed | training time against C |",
@@ -200,6 +253,7 @@ def stage2(runs):
     out += ["", "C (no sifting): " + ("not run yet." if not cs else ", ".join(
         f"seed {r['name'][-2:]}: test top-1 {r['final']:.4f} in {r['train_seconds'] / 60:.1f} min" for r in cs) + ".")]
     out += pace_lines(runs)
+    out += profile(runs)
     choice = chosen_point(runs)
     done = sum(1 for p, _ in POINTS for s in STAGE2_SEEDS if s in runs.get(p, {})) + len(cs)
     total = (len(POINTS) + 1) * len(STAGE2_SEEDS)

@@ -12,7 +12,10 @@ seeds 11 and 12 (each point's top-1 change and time ratio chosen below), and che
   passed over); with every point below -0.5 the largest saving within 1.0 points, and the note;
 - stage 3: the chosen point at four seeds, met (-35 % at an interval above -0.5) and missed (the
   same time with an interval reaching below -0.5; the seeds' own point at -10 %);
-- a point run at another delay than the chosen one: exit 2, one line;
+- the profile: C's phases as shares of its time, a point's as shares of C's, the ranking forward per
+  sample against C's student forward per sample;
+- a point run at another delay than the chosen one, or a kept run whose phases and their names differ
+  in number: exit 2, one line;
 - --write then --check agree; a figure changed by hand fails --check with one line (exit 1).
 """
 import json
@@ -29,15 +32,18 @@ tool = os.path.join(src, "experiments", "sifting", "frontier_table.py")
 C_FINAL, C_SECONDS = {"11": 0.915, "12": 0.917, "13": 0.916, "14": 0.918}, 1000.0
 
 
-def kept(folder, seed, final, seconds, delay=500, beta=None, val=None, kept_fraction=1.0, epochs=None):
-    """A run as experiments/distillation/keep_run.py keeps it."""
+def kept(folder, seed, final, seconds, delay=500, beta=None, val=None, kept_fraction=1.0, epochs=None,
+         phases=(0.2, 0.0, 0.3, 0.45)):
+    """A run as experiments/distillation/keep_run.py keeps it; phases: its teacher forward, ranking
+    forward, student forward and backward as shares of its own training time (rank 0's)."""
     os.makedirs(folder)
     sift = "" if beta is None else f"\n[sift]\nenabled = true\nbeta = {beta}\ndelay = {delay}\n"
     evals = [{"step": 10, "epoch": 1, "train_seconds": seconds / 2, "val_top1": 0.8},
              {"step": 20, "epoch": 2, "train_seconds": seconds, "val_top1": final if val is None else val}]
     json.dump({"test_top1": final, "steps": 20, "epochs": 2, "seed": seed, "eval_split": "val",
                "evaluations": evals, "world_size": 2, "compute": "bf16", "libtorch": "1.13.0",
-               "kept_fraction": kept_fraction, "vitkd_version": "0.4.7", "epoch_seconds": epochs or [], "finished_utc": "2026-12-07 10:00 UTC",
+               "kept_fraction": kept_fraction, "vitkd_version": "0.4.7", "samples_seen": 1000,
+               "phase_seconds_rank0": [0.0] + [f * seconds for f in phases] + [0.0] * 5, "epoch_seconds": epochs or [], "finished_utc": "2026-12-07 10:00 UTC",
                "config": f"[run]\nseed = {seed}\n\n[train]\nepochs = 2\n\n[precision]\ncompute = \"bf16\"\n" + sift},
               open(os.path.join(folder, "result.json"), "w"))
     json.dump({"median_step_ms": 10.0, "cpu": "Planted CPU (amx_bf16)"}, open(os.path.join(folder, "timing-summary.json"), "w"))
@@ -56,7 +62,8 @@ def plant(points, seeds=("11", "12"), delays=True, extra=(), c_epochs=None, epoc
         for name, (change, ratio) in points.items():
             beta = name.split("b")[1].split("d")[0]
             kept(f"{results}/{name}-s{s}", int(s), C_FINAL[s] + change[s] / 100, ratio * C_SECONDS, beta=beta,
-                 kept_fraction=1 / (1 + float(beta)), epochs=epochs)
+                 kept_fraction=1 / (1 + float(beta)), epochs=epochs,
+                 phases=(0.15, 0.25, 0.2, 0.35) if name.startswith("FS") else (0.2, 0.0, 0.3, 0.45))
     for folder, seed, final, seconds, delay in extra:
         kept(f"{results}/{folder}", seed, final, seconds, delay=delay, beta=1)
     return results
@@ -81,6 +88,11 @@ out = p.stdout
 check(p.returncode == 0, f"exit 0 (got {p.returncode}: {p.stderr.strip()})")
 check("| FSb1 | scope \"sample\", separate pass, β 1 | 2 | 0.50 |" in out and "| -0.35 | [-0.99, +0.29] | -, - | -35.0 %, "
       "95 % [-35.0 %, -35.0 %] |" in out, "stage 2: FSb1's paired mean, t interval (1 degree of freedom), time")
+check("| C | 11, 12 | 20 % | 0 % | 30 % | 45 % | 5 % | 100 % |  |" in out,
+      "the profile: C's phases as shares of its own time")
+check("| FSb1 | 11, 12 | 10 % | 16 % | 13 % | 23 % | 3 % | 65 % | 0.54 |" in out,
+      "the profile: FSb1's phases as shares of C's time (0.65 of it), its ranking forward per sample against "
+      "C's student forward per sample")
 check("Stage 2 has 20 of its 20 runs. The point it chooses: **FSb1**." in out,
       "the choice: the largest saving within 0.5 points (FSb2's larger saving at -0.80 passed over)")
 check("| FSb1 | 0 | | | | | not run yet |" not in out and "| FSb1 | 2 | -0.35 |" in out and "pending (2 of 4 seeds)" in out,
@@ -121,6 +133,13 @@ bad = plant({}, extra=[("FSb1-s11", 11, 0.91, 700.0, 1000)])
 p = run(bad)
 check(p.returncode == 2 and p.stderr.count("\n") == 1 and "FSb1-s11 ran at sift.delay 1000, stage 1 chose 500" in p.stderr,
       f"a point at another delay: exit 2, one line (got {p.returncode}: {p.stderr.strip()!r})")
+short = plant({})
+r = json.load(open(f"{short}/C-s11/result.json"))
+r["phase_seconds_rank0"] = r["phase_seconds_rank0"][:4]
+json.dump(r, open(f"{short}/C-s11/result.json", "w"))
+p = run(short)
+check(p.returncode == 2 and p.stderr.count("\n") == 1 and "4 phase_seconds_rank0 for 10 phase names" in p.stderr,
+      f"a kept run whose phases and names differ in number: exit 2, one line (got {p.returncode}: {p.stderr.strip()!r})")
 p = run(plant({}, delays=False), "--print", "delay")
 check(p.returncode == 2 and "stage 1 has 0 of its 3 runs" in p.stderr, f"--print delay before stage 1: exit 2 (got {p.returncode})")
 
