@@ -212,7 +212,8 @@ void report_run(TrainSetup& s, const RunState& st, const RunTiming& t,
         .set("achieved_flops_per_core", achieved)
         .set("data_io", data_io)
         .set("data_io_mpio_ranks", mpio_ranks);
-    r.set("phase_seconds_rank0", t.phase_seconds);
+    r.set("phase_seconds_rank0", t.phase_seconds)  // in the order of phase_names (timing.h5's phases)
+        .set("phase_names", std::vector<std::string>(kPhaseNames.begin(), kPhaseNames.end()));
     r.set("seed", s.run.seed).set("config", s.config_text);  // the recipe, for analysis/lift.py's checks
     if (t.agreement)
       r.set("teacher_agreement", t.agreement->agreement)
