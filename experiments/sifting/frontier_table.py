@@ -58,7 +58,7 @@ ANSWER_END = "<!-- END experiments/sifting/frontier_table.py answer -->"
 # result.json's phase_seconds_rank0 in the order of its phase_names; the runs kept before result.json
 # carried phase_names (before 2026-12-07) wrote them in this order, the timing log's.
 PHASES_BEFORE_NAMES = ("data_wait", "teacher_forward", "sift_forward", "student_forward", "backward",
-                "comm_wait", "optimizer", "all_gather", "checkpoint", "eval")
+                       "comm_wait", "optimizer", "all_gather", "checkpoint", "eval")
 # The profile's columns: the step's compute phases; the rest of the training time is one column.
 PROFILE = (("teacher_forward", "teacher forward"), ("sift_forward", "ranking forward"),
            ("student_forward", "student forward"), ("backward", "backward"))
