@@ -9,7 +9,8 @@
 #   DELAY=N experiments/sifting/frontier.sh grid
 #                                               stage 2: C and the nine points at seeds 11 and 12
 #   DELAY=N POINT=FXbB experiments/sifting/frontier.sh four
-#                                               stage 3: POINT, FSb0.5, C and E at seeds 11-14
+#                                               stage 3: POINT and FSb0.5 at seeds 11-14, C and E
+#                                               at the new seeds 13 and 14
 # Environment as compare.sh's (OUT=runs/frontier, KEEP=experiments/sifting/results, NP, EXTRA, DATA);
 # SEEDS overrides a stage's seeds; each stage ends by regenerating the page (frontier_table.py --write).
 # A rehearsal: EXTRA="--set train.max_steps=3" KEEP=/tmp/k OUT=/tmp/o.
@@ -35,7 +36,15 @@ case ${1:-} in
     run "C $(table --print points)" "$(table --print stage2-seeds)" ;;
   four)
     [ -n "${DELAY:-}" ] && [ -n "${POINT:-}" ] || { echo "frontier four: set DELAY and POINT (stage 2's choice)" >&2; exit 2; }
-    run "C E $POINT FSb0.5" "$(table --print stage3-seeds)" ;;
+    # The rule: POINT and FSb0.5 at seeds 11-14; C and E run again only at the seeds stage 2 did not
+    # run (13, 14). Stage 2's seeds hold POINT, FSb0.5 and C already, so the first line runs nothing
+    # unless one of them was lost.
+    if [ -z "${SEEDS:-}" ]; then
+      SEEDS="$(table --print stage2-seeds)" run "C $POINT FSb0.5" ""
+      SEEDS="$(table --print stage3-new-seeds)" run "C E $POINT FSb0.5" ""
+    else
+      run "C E $POINT FSb0.5" ""
+    fi ;;
   *) echo "usage: experiments/sifting/frontier.sh delay | grid | four (see its header)" >&2; exit 2 ;;
 esac
 # The page's tables, plot and the README's line from the kept runs (commit them with the runs).

@@ -4,7 +4,7 @@
     /usr/bin/python3 experiments/sifting/frontier_table.py [--results experiments/sifting/results]
                      [--readme experiments/sifting/README.md] [--summary README.md] [--plot PNG]
                      [--check | --write]
-    /usr/bin/python3 experiments/sifting/frontier_table.py --print points|stage2-seeds|stage3-seeds|delay
+    /usr/bin/python3 experiments/sifting/frontier_table.py --print points|stage2-seeds|stage3-seeds|stage3-new-seeds|delay
 
 Reads the runs experiments/sifting/frontier.sh keeps (experiments/distillation/keep_run.py's layout:
 results/<NAME>-s<SEED>/ with result.json, test_predictions.json, timing-summary.json) and writes the
@@ -277,7 +277,7 @@ def stage3(runs):
         seeds, rows, means, apart = got
         (m, ci), (t, _) = means["top1"], means["time"]
         if p == "E":
-            verdict = "reported (the student alone, 64 epochs)"
+            verdict = "reported (the student alone, 64 epochs; the rule runs it at the new seeds only)"
         elif len(seeds) < len(STAGE3_SEEDS):
             verdict = f"pending ({len(seeds)} of {len(STAGE3_SEEDS)} seeds)"
         elif apart:
@@ -370,15 +370,16 @@ def main():
     ap.add_argument("--readme", default=os.path.join(HERE, "README.md"))
     ap.add_argument("--summary", default=os.path.join(ROOT, "README.md"), help="'' for none")
     ap.add_argument("--plot", default=os.path.join(HERE, "frontier.png"), help="drawn by --write ('' for none)")
-    ap.add_argument("--print", choices=("points", "stage2-seeds", "stage3-seeds", "delay"))
+    ap.add_argument("--print", choices=("points", "stage2-seeds", "stage3-seeds", "stage3-new-seeds", "delay"))
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true")
     mode.add_argument("--write", action="store_true")
     a = ap.parse_args()
     try:
-        if a.print in ("points", "stage2-seeds", "stage3-seeds"):
+        if a.print in ("points", "stage2-seeds", "stage3-seeds", "stage3-new-seeds"):
             print(" ".join({"points": [p for p, _ in POINTS], "stage2-seeds": STAGE2_SEEDS,
-                            "stage3-seeds": STAGE3_SEEDS}[a.print]))
+                            "stage3-seeds": STAGE3_SEEDS,
+                            "stage3-new-seeds": [s for s in STAGE3_SEEDS if s not in STAGE2_SEEDS]}[a.print]))
             return 0
         runs = load(a.results)
         if a.print == "delay":
