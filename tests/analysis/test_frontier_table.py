@@ -119,8 +119,7 @@ check("| FSb1 | 4 | -0.40 | [-0.74, -0.06] |" in out and "| -35.0 %, 95 % [-35.0
 s = subprocess.run([sys.executable, tool, "--results", results, "--readme", os.devnull, "--summary", "", "--print",
                     "points"], capture_output=True, text=True)
 check(s.stdout.split() == list(NINE), f"--print points: the grid in frontier.sh's order (got {s.stdout.strip()!r})")
-s = subprocess.run([sys.executable, tool, "--results", results, "--readme", os.devnull, "--summary", "", "--print",
-                    "stage3-new-seeds"], capture_output=True, text=True)
+s = run(results, "--print", "stage3-new-seeds")
 check(s.stdout.split() == ["13", "14"], f"--print stage3-new-seeds: stage 3's seeds stage 2 did not run, where C and E "
       f"run again (got {s.stdout.strip()!r})")
 
